@@ -1,0 +1,101 @@
+// KernelSpec: the one plain struct that names a specialization. It validates,
+// prints a canonical string that names every field, parses that string back and
+// hashes it. The string is the cache file name, the log tag and the bench label:
+//   fwd_bf16_d128_noncausal_even_sm90_bm128_bn64_w4_s2
+//   fwd_f32tf32_d64_causal_padded_sm90_bm64_bn64_w4_s2
+//   bwd_bf16_d128_causal_padded_sm90_atomic_bm64_bn128_w8_s2
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/status.h"
+
+namespace flashjit {
+
+enum class Direction { kFwd, kBwd };
+enum class DType { kBF16, kF16, kF32 };
+/// How the matrix products are computed. 16-bit inputs always use kNative
+/// (fp32 accumulation); fp32 inputs choose kTF32 (TF32 tensor cores, what JAX
+/// uses by default) or kIEEE (error-compensated 3xTF32, matches float32 math).
+enum class Precision { kNative, kTF32, kIEEE };
+/// kEven: Sq and Sk are multiples of the tile, so the kernel has no bounds
+/// checks. kPadded: any length; only the last Q and K tiles are masked.
+enum class SeqPadding { kEven, kPadded };
+/// Target architecture. kSm90a enables Hopper-only instructions (wgmma, setmaxnreg).
+enum class Arch { kSm80, kSm86, kSm89, kSm90, kSm90a };
+
+/// Tile configuration. Chosen by choose_tile_config() (tile_config.h) unless a
+/// spec string names it explicitly. Meaning per direction:
+///   fwd: block_m = Q rows per CTA, block_n = K/V rows per pipeline step.
+///   bwd: block_n = K/V rows per CTA (dK, dV resident), block_m = Q rows per step.
+struct TileConfig {
+  int block_m = 0;
+  int block_n = 0;
+  int num_warps = 0;
+  int num_stages = 0;
+  bool operator==(const TileConfig&) const = default;
+  bool empty() const { return block_m == 0; }
+};
+
+/// One kernel specialization. Runtime values (lengths, batch, strides, scale,
+/// per-batch key lengths) are kernel arguments, not spec fields.
+struct KernelSpec {
+  Direction direction = Direction::kFwd;
+  DType dtype = DType::kBF16;
+  Precision precision = Precision::kNative;
+  int head_dim = 128;
+  /// Causal mask. When Sq != Sk it is aligned to the bottom-right corner
+  /// (FlashAttention >= 2.1, cuDNN): query i sees keys j <= i + Sk - Sq.
+  bool causal = false;
+  SeqPadding padding = SeqPadding::kPadded;
+  Arch arch = Arch::kSm90;
+  /// bwd only: no atomics, bitwise-identical results across runs.
+  bool deterministic = false;
+  TileConfig tile;
+
+  bool operator==(const KernelSpec&) const = default;
+
+  /// Canonical string naming every field (see the file comment).
+  std::string to_string() const;
+  /// Parses to_string()'s output. The tile suffix may be omitted, in which case
+  /// the tile policy fills it in. Rejects unknown or missing fields with a message.
+  static Result<KernelSpec> parse(std::string_view text);
+  /// Checks every field; the message names the field and the bad value.
+  Result<void> validate() const;
+  /// Stable 64-bit hash of to_string() (xxHash64, seed 0).
+  uint64_t hash() const;
+};
+
+/// The head dims every kernel supports.
+inline constexpr int kSupportedHeadDims[] = {32, 64, 96, 128, 256};
+
+const char* to_string(Direction d);
+const char* to_string(DType d);           ///< "bf16", "f16", "f32"
+const char* to_string(Precision p);       ///< "native", "tf32", "ieee"
+const char* to_string(SeqPadding p);      ///< "even", "padded"
+const char* to_string(Arch a);            ///< "sm80", ..., "sm90a"
+/// Bytes per element of a dtype.
+int dtype_size(DType d);
+/// The "-arch" value NVRTC takes: "sm_80", "sm_90a", ...
+const char* nvrtc_arch_name(Arch a);
+/// Arch from a device's compute capability; sm_90 devices get kSm90a when
+/// `hopper_features` is true (the sm_90a instructions are then allowed).
+Result<Arch> arch_from_compute_capability(int major, int minor, bool hopper_features = false);
+/// Parses "bf16"/"bfloat16", "f16"/"fp16"/"float16", "f32"/"fp32"/"float32".
+std::optional<DType> parse_dtype(std::string_view s);
+
+/// One list of what is supported: the spec grid of the seed benchmark
+/// (../shared/seed/attention_h100.json): fwd and bwd, bf16 and fp32 (tf32 and
+/// ieee), head_dim 64 and 128, causal and not, even and padded lengths, with
+/// the tile policy's choice for `arch`. Used by flashjit-warmup --grid seed,
+/// the benchmark driver and the parametrized tests.
+std::vector<KernelSpec> seed_grid_specs(Arch arch);
+/// Every supported (direction, dtype, precision, head_dim, causal, padding)
+/// combination for `arch`, tile config from the policy.
+std::vector<KernelSpec> all_supported_specs(Arch arch);
+
+}  // namespace flashjit

@@ -1,0 +1,217 @@
+// The tiling policy. Each branch says why. The forward and backward parts
+// mirror the SharedStorage layouts of templates/fwd_mma.cuh and
+// templates/bwd_mma.cuh; the templates static_assert that the sizes agree.
+#include "compiler/tile_config.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace flashjit {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Forward (templates/fwd_mma.cuh)
+// ---------------------------------------------------------------------------
+
+// Shared-memory row pads of templates/fwd_mma.cuh (FwdTraits::kPadQK, kPadV),
+// in elements. 16-bit: 8 elements = one 16-byte chunk per row, so ldmatrix's 8
+// row addresses fall in 8 disjoint bank groups. f32: Q and K rows shift by 8
+// banks (8-byte loads at (g, 2t) are conflict-free per half-warp), V rows by 4
+// banks (4-byte loads at (2t, g) are conflict-free per warp).
+int fwd_pad_qk(const KernelSpec&) { return 8; }
+int fwd_pad_v(const KernelSpec& spec) { return spec.dtype == DType::kF32 ? 4 : 8; }
+
+TileConfig fwd_tile_config(const KernelSpec& spec) {
+  // Register budget per thread (255 max) drives everything: a warp owns
+  // block_m / num_warps rows, and holds O (rows x D) and S (rows x block_n) in
+  // f32 registers. 16 rows per warp is the safe default (no spills anywhere);
+  // 32 rows per warp halves the K/V shared-memory reads per FLOP but only fits
+  // for small D. Shared memory then decides block_n / stages per arch:
+  // Q tile + stages x (K + V) tiles must fit in max_smem_bytes(arch).
+  const bool sm90 = spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a;
+  const bool small_smem = spec.arch == Arch::kSm86 || spec.arch == Arch::kSm89;  // 99 KiB
+  const int d = spec.head_dim;
+  if (spec.dtype != DType::kF32) {
+    // D <= 64: O is only 32 or 64 registers, so 4 warps x 32 rows fit
+    // (<= 252 registers, no spills) and halve the K/V re-reads per FLOP.
+    if (d <= 64) return TileConfig{128, 64, 4, 2};
+    // D = 96, 128: 8 warps x 16 rows; 4 warps x 32 rows needs O = 128
+    // registers and spills at block_n = 64. 104 KiB at block_n = 64 fits
+    // sm80/sm90 (two CTAs per SM on sm90); the 99 KiB parts take block_n = 32.
+    if (d <= 128) return small_smem ? TileConfig{128, 32, 8, 2} : TileConfig{128, 64, 8, 2};
+    // D = 256: O alone is 128 registers at 16 rows per warp, so block_m = 64.
+    // block_n = 64 needs 165 KiB (sm90 only); block_n = 32 is exactly 99 KiB.
+    return sm90 ? TileConfig{64, 64, 4, 2} : TileConfig{64, 32, 4, 2};
+  }
+  // f32 (TF32 / 3xTF32): tiles take twice the bytes of 16-bit ones.
+  if (d <= 32) return TileConfig{128, 64, 8, 2};  // 58 KiB everywhere
+  if (d <= 64) return small_smem ? TileConfig{128, 32, 8, 2} : TileConfig{128, 64, 8, 2};  // 71 / 106 KiB
+  if (d <= 96) return small_smem ? TileConfig{64, 32, 4, 2} : TileConfig{128, 64, 8, 2};   // 77 / 154 KiB
+  if (d <= 128) {
+    if (sm90) return TileConfig{128, 64, 8, 2};  // 202 KiB: one CTA of 8 warps per SM
+    if (!small_smem) return TileConfig{128, 32, 8, 2};  // 135 KiB on sm80
+    // 99 KiB: one K/V stage (67.5 KiB); two would need 101 KiB.
+    return TileConfig{64, 32, 4, 1};
+  }
+  // D = 256: O is 128 registers, so 16 rows per warp and a short block_n.
+  if (sm90) return TileConfig{64, 32, 4, 2};       // 197 KiB
+  if (!small_smem) return TileConfig{64, 16, 4, 2};  // 131.5 KiB on sm80
+  return TileConfig{32, 16, 2, 2};                 // 98.5 KiB
+}
+
+int fwd_smem_bytes(const KernelSpec& spec) {
+  const TileConfig& t = spec.tile;
+  // FwdKernel::SharedStorage: Q [block_m][D + pad_qk], then num_stages x
+  // (K [block_n][D + pad_qk] and V [block_n][D + pad_v]); every row is a
+  // multiple of 16 bytes, so the struct has no other padding.
+  const int d = spec.head_dim;
+  const int elems = t.block_m * (d + fwd_pad_qk(spec)) +
+                    t.num_stages * t.block_n * ((d + fwd_pad_qk(spec)) + (d + fwd_pad_v(spec)));
+  return elems * dtype_size(spec.dtype);
+}
+
+// ---------------------------------------------------------------------------
+// Backward (templates/bwd_mma.cuh)
+// ---------------------------------------------------------------------------
+
+// Shared-memory row of `cols` elements: templates/bwd_mma.cuh pads every row by
+// 16 bytes (bwd::kRowPadBytes) so ldmatrix and the transposed fp32 loads are
+// free of bank conflicts.
+int bwd_row_bytes(int cols, const KernelSpec& spec) { return cols * dtype_size(spec.dtype) + 16; }
+
+// K/V rows per step of the deterministic dq kernel (BwdKernel::kDqBlockN).
+int bwd_dq_block_n(const KernelSpec& spec) {
+  const bool narrow = spec.dtype != DType::kF32 && spec.head_dim <= 128;
+  return std::min(spec.tile.block_n, narrow ? 64 : 32);
+}
+
+// The tile for a machine with the full Hopper/A100 shared memory. Every warp
+// owns 16 K/V rows, and dK, dV (16 x head_dim each, f32) live in its registers;
+// with S^T and dP^T (16 x block_m each) that is the register budget:
+// 2*D/2 + 2*block_m/2 f32 per thread at the peak must stay well under 255.
+TileConfig bwd_tile_large_smem(const KernelSpec& spec) {
+  const bool fp32 = spec.dtype == DType::kF32;
+  switch (spec.head_dim) {
+    case 32:
+    case 64:
+      // 128 keys x 8 warps, 64 queries per step, Q/dO double-buffered:
+      // 93 KB (bf16) / 175 KB (fp32) of shared memory.
+      return TileConfig{64, 128, 8, 2};
+    case 96:
+      // fp32 rows are 400 B: 64 keys x 4 warps, 32-query steps (the dQ
+      // product splits 96 columns over 2 warps), two stages: 110 KB.
+      return fp32 ? TileConfig{32, 64, 4, 2} : TileConfig{64, 128, 8, 2};
+    case 128:
+      // bf16: 64 queries per step is the largest that fits the registers
+      // (254, no spills, with P^T kept packed); 155 KB of shared memory.
+      // fp32: 528-byte rows; 32 queries, one stage: 183 KB.
+      return fp32 ? TileConfig{32, 128, 8, 1} : TileConfig{64, 128, 8, 2};
+    default:
+      // hd256: 64 keys over 8 warps (2 warps split each slab's dK/dV columns,
+      // else 256 accumulator registers per thread), one stage.
+      return fp32 ? TileConfig{32, 64, 8, 1} : TileConfig{64, 64, 8, 1};
+  }
+}
+
+// The tile for sm_86/89 (99 KB of shared memory per block): half the keys
+// per CTA and 4 warps, one stage where two do not fit.
+TileConfig bwd_tile_small_smem(const KernelSpec& spec) {
+  const bool fp32 = spec.dtype == DType::kF32;
+  switch (spec.head_dim) {
+    case 32:
+    case 64:
+      return fp32 ? TileConfig{32, 64, 4, 1} : TileConfig{64, 64, 4, 2};
+    case 96:
+    case 128:
+      // bf16 hd128: 78 KB. fp32: 32 keys, 4 warps (2 per key slab): 71 KB.
+      return fp32 ? TileConfig{32, 32, 4, 1} : TileConfig{64, 64, 4, 1};
+    default:
+      // hd256: 32 keys (bf16; 69 KB) or 16 keys (fp32, 4 warps split the
+      // 256 columns; 67 KB) per CTA.
+      return fp32 ? TileConfig{16, 16, 4, 1} : TileConfig{32, 32, 4, 1};
+  }
+}
+
+int bwd_smem_bytes(const KernelSpec& spec) {
+  // BwdKernel::MainStorage: K and V tiles, kStages Q and dO tiles, LSE and
+  // Dsum vectors per stage; then the dS^T tile [block_n][block_m] when dQ is
+  // accumulated with atomics.
+  const TileConfig& t = spec.tile;
+  const int core = (2 * t.block_n + 2 * t.num_stages * t.block_m) * bwd_row_bytes(spec.head_dim, spec) +
+                   2 * t.num_stages * t.block_m * static_cast<int>(sizeof(float));
+  const int ds = spec.deterministic ? 0 : t.block_n * bwd_row_bytes(t.block_m, spec);
+  return core + ds;
+}
+
+TileConfig bwd_tile_config(const KernelSpec& spec) {
+  // The large-memory tile wherever both the main and the dq kernel fit (sm_90:
+  // 227 KB; sm_80: 163 KB takes it for 16-bit inputs), the small one otherwise.
+  KernelSpec s = spec;
+  s.tile = bwd_tile_large_smem(spec);
+  if (bwd_smem_bytes(s) <= max_smem_bytes(spec.arch) &&
+      bwd_dq_smem_bytes(s) <= max_smem_bytes(spec.arch)) {
+    return s.tile;
+  }
+  return bwd_tile_small_smem(spec);
+}
+
+}  // namespace
+
+int bwd_dq_smem_bytes(const KernelSpec& spec) {
+  // BwdKernel::DqStorage: Q and dO tiles of block_m rows, kStages K and V
+  // tiles of bwd_dq_block_n rows.
+  const TileConfig& t = spec.tile;
+  return (2 * t.block_m + 2 * t.num_stages * bwd_dq_block_n(spec)) *
+         bwd_row_bytes(spec.head_dim, spec);
+}
+
+TileConfig choose_tile_config(const KernelSpec& spec) {
+  return spec.direction == Direction::kFwd ? fwd_tile_config(spec) : bwd_tile_config(spec);
+}
+
+KernelSpec with_default_tile(KernelSpec spec) {
+  if (spec.tile.empty()) spec.tile = choose_tile_config(spec);
+  return spec;
+}
+
+int threads_per_block(const KernelSpec& spec) { return spec.tile.num_warps * 32; }
+
+int smem_bytes(const KernelSpec& spec) {
+  return spec.direction == Direction::kFwd ? fwd_smem_bytes(spec) : bwd_smem_bytes(spec);
+}
+
+int max_smem_bytes(Arch arch) {
+  switch (arch) {
+    case Arch::kSm80: return 163 * 1024;  // A100: 164 KiB per SM, 1 KiB reserved per block
+    case Arch::kSm86:
+    case Arch::kSm89: return 99 * 1024;   // consumer Ampere / Ada: 100 KiB per SM
+    case Arch::kSm90:
+    case Arch::kSm90a: return 227 * 1024;  // Hopper: 228 KiB per SM
+  }
+  return 48 * 1024;
+}
+
+Result<void> validate_tile_config(const KernelSpec& spec) {
+  const TileConfig& t = spec.tile;
+  auto bad = [&](const char* field, int value, const char* rule) {
+    return make_error(Status::kInvalidSpec,
+                      fmt::format("tile config of {}: {} must be {}; got {}", spec.to_string(),
+                                  field, rule, value));
+  };
+  auto pow2_in = [](int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; };
+  if (!pow2_in(t.block_m, 16, 256)) return bad("block_m", t.block_m, "a power of two in [16, 256]");
+  if (!pow2_in(t.block_n, 16, 256)) return bad("block_n", t.block_n, "a power of two in [16, 256]");
+  if (!pow2_in(t.num_warps, 1, 16)) return bad("num_warps", t.num_warps, "a power of two in [1, 16]");
+  if (t.num_stages < 1 || t.num_stages > 4) return bad("num_stages", t.num_stages, "in [1, 4]");
+  const int smem = smem_bytes(spec);
+  if (smem > max_smem_bytes(spec.arch)) {
+    return make_error(Status::kInvalidSpec,
+                      fmt::format("tile config of {} needs {} bytes of shared memory; {} allows {}",
+                                  spec.to_string(), smem, to_string(spec.arch),
+                                  max_smem_bytes(spec.arch)));
+  }
+  return {};
+}
+
+}  // namespace flashjit

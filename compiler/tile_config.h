@@ -1,0 +1,35 @@
+// The tiling policy: one pure function from a spec to a TileConfig, plus the
+// shared-memory size each tile config needs. Testable with no GPU.
+#pragma once
+
+#include "compiler/spec.h"
+
+namespace flashjit {
+
+/// The tile config the policy picks for `spec` on `spec.arch` (spec.tile is ignored).
+TileConfig choose_tile_config(const KernelSpec& spec);
+
+/// `spec` with its tile filled in by the policy when it is empty.
+KernelSpec with_default_tile(KernelSpec spec);
+
+/// Checks that a (possibly user-given) tile config is one the templates support
+/// for this spec; the message names the field and value.
+Result<void> validate_tile_config(const KernelSpec& spec);
+
+/// Threads per CTA of the main kernel of the spec.
+int threads_per_block(const KernelSpec& spec);
+
+/// Dynamic shared memory (bytes) of the main kernel of the spec. The generated
+/// source passes it to the template as kSmemBytes, and the template checks it
+/// against sizeof(its SharedStorage) with a static_assert, so the two can
+/// never drift apart.
+int smem_bytes(const KernelSpec& spec);
+
+/// Dynamic shared memory (bytes) of the backward's separate dQ kernel
+/// (flashjit_bwd_dq, used in deterministic mode); passed as kDqSmemBytes.
+int bwd_dq_smem_bytes(const KernelSpec& spec);
+
+/// Largest dynamic shared memory per block on the arch (bytes, after opt-in).
+int max_smem_bytes(Arch arch);
+
+}  // namespace flashjit

@@ -1,0 +1,347 @@
+// The public C++ API: validation, spec selection and launches.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "compiler/tile_config.h"
+#include "runtime/bwd_plan.h"
+#include "runtime/flashjit.h"
+#include "runtime/jit.h"
+#include "templates/params.cuh"
+
+namespace flashjit {
+
+const char* version() { return FLASHJIT_VERSION; }
+
+TensorView bshd(const void* data, int batch, int seq, int heads, int head_dim) {
+  (void)batch;
+  const int64_t head = head_dim, row = int64_t(heads) * head_dim;
+  return TensorView{const_cast<void*>(data), row * seq, row, head};
+}
+
+TensorView bhsd(const void* data, int batch, int seq, int heads, int head_dim) {
+  (void)batch;
+  const int64_t row = head_dim, head = int64_t(seq) * head_dim;
+  return TensorView{const_cast<void*>(data), head * heads, row, head};
+}
+
+namespace {
+
+// Kernels load 16 bytes per thread with cp.async: base pointers and every
+// stride must keep rows 16-byte aligned.
+constexpr int kVectorBytes = 16;
+// Grid dimensions y and z are limited to 65535 by the hardware.
+constexpr int kMaxGridYZ = 65535;
+
+Result<void> validate_problem(const Problem& p) {
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kF16 && p.dtype != DType::kF32) {
+    return make_error(Status::kUnsupportedDType,
+                      fmt::format("dtype must be bf16, f16 or f32; got enum value {}", int(p.dtype)));
+  }
+  if (p.dtype != DType::kF32 && p.precision != Precision::kNative) {
+    return make_error(Status::kUnsupportedDType,
+                      fmt::format("precision {} applies to float32 inputs only; {} uses native",
+                                  to_string(p.precision), to_string(p.dtype)));
+  }
+  bool hd_ok = false;
+  for (int d : kSupportedHeadDims) hd_ok = hd_ok || d == p.head_dim;
+  if (!hd_ok) {
+    return make_error(Status::kUnsupportedHeadDim,
+                      fmt::format("head_dim must be one of 32, 64, 96, 128, 256; got {}", p.head_dim));
+  }
+  auto positive = [](const char* name, int v, int max) -> Result<void> {
+    if (v <= 0) return make_error(Status::kInvalidSize, fmt::format("{} must be positive; got {}", name, v));
+    if (v > max) return make_error(Status::kInvalidSize, fmt::format("{} must be at most {}; got {}", name, max, v));
+    return {};
+  };
+  if (auto r = positive("batch", p.batch, kMaxGridYZ); !r) return r;
+  if (auto r = positive("heads", p.heads, kMaxGridYZ); !r) return r;
+  if (auto r = positive("seqlen_q", p.seqlen_q, 1 << 30); !r) return r;
+  if (auto r = positive("seqlen_k", p.seqlen_k, 1 << 30); !r) return r;
+  if (!std::isfinite(p.scale) || p.scale < 0.f) {
+    return make_error(Status::kInvalidArgument,
+                      fmt::format("scale must be finite and >= 0 (0 means 1/sqrt(head_dim)); got {}", p.scale));
+  }
+  if (p.seqlens_k && reinterpret_cast<uintptr_t>(p.seqlens_k) % alignof(int) != 0) {
+    return make_error(Status::kMisalignedPointer,
+                      fmt::format("seqlens_k must be 4-byte aligned; got {}", static_cast<const void*>(p.seqlens_k)));
+  }
+  return {};
+}
+
+Result<void> validate_tensor(const char* name, const TensorView& t, const Problem& p, int seq) {
+  if (!t.data) return make_error(Status::kNullPointer, fmt::format("{}.data is null", name));
+  if (reinterpret_cast<uintptr_t>(t.data) % kVectorBytes != 0) {
+    return make_error(Status::kMisalignedPointer,
+                      fmt::format("{}.data must be {}-byte aligned; got {}", name, kVectorBytes, t.data));
+  }
+  const int64_t vec = kVectorBytes / dtype_size(p.dtype);  // elements per 16 bytes
+  struct Stride { const char* axis; int64_t value; int extent; };
+  const Stride strides[] = {{"batch_stride", t.batch_stride, p.batch},
+                            {"seq_stride", t.seq_stride, seq},
+                            {"head_stride", t.head_stride, p.heads}};
+  for (const Stride& s : strides) {
+    if (s.value < 0 || s.value % vec != 0) {
+      return make_error(Status::kUnsupportedStride,
+                        fmt::format("{}.{} must be a non-negative multiple of {} elements (16 bytes of "
+                                    "{}); got {}",
+                                    name, s.axis, vec, to_string(p.dtype), s.value));
+    }
+    if (s.value == 0 && s.extent > 1) {
+      return make_error(Status::kUnsupportedStride,
+                        fmt::format("{}.{} is 0 but that axis has {} entries (broadcast is not supported)",
+                                    name, s.axis, s.extent));
+    }
+  }
+  if (t.seq_stride != 0 && t.seq_stride < p.head_dim && seq > 1) {
+    return make_error(Status::kUnsupportedStride,
+                      fmt::format("{}.seq_stride {} is smaller than head_dim {}: rows would overlap",
+                                  name, t.seq_stride, p.head_dim));
+  }
+  return {};
+}
+
+Result<void> validate_lse(const char* name, const void* lse) {
+  if (lse && reinterpret_cast<uintptr_t>(lse) % alignof(float) != 0) {
+    return make_error(Status::kMisalignedPointer,
+                      fmt::format("{} must be 4-byte aligned; got {}", name, lse));
+  }
+  return {};
+}
+
+Problem normalized(Problem p) {
+  if (p.dtype == DType::kF32 && p.precision == Precision::kNative) p.precision = Precision::kTF32;
+  if (p.scale == 0.f) p.scale = 1.f / std::sqrt(float(p.head_dim));
+  return p;
+}
+
+// log2(e): the kernels compute exp(x) as exp2(x * log2(e)).
+constexpr float kLog2e = 1.4426950408889634f;
+
+}  // namespace
+
+struct Context::Impl {
+  ContextOptions options;
+  Arch arch = Arch::kSm90;
+  bool have_device = false;
+  Error device_error;
+  std::unique_ptr<Jit> jit;
+
+  // Makes the device's context current on this thread.
+  Result<void> device_ready() {
+    if (!have_device) return device_error;
+    return driver::init(options.device);
+  }
+};
+
+Context::Context(ContextOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+}
+
+Context::~Context() = default;
+
+Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
+  if (options.device < 0) {
+    return make_error(Status::kInvalidArgument,
+                      fmt::format("device must be >= 0; got {}", options.device));
+  }
+  std::unique_ptr<Context> ctx(new Context(std::move(options)));
+  Impl& impl = *ctx->impl_;
+  // A GPU is optional: without one the context still compiles into the cache.
+  if (auto r = driver::init(impl.options.device); r) {
+    auto info = driver::device_info(impl.options.device);
+    if (!info) return info.error();
+    auto arch = arch_from_compute_capability(info->cc_major, info->cc_minor);
+    if (!arch && !impl.options.arch) return arch.error();
+    impl.arch = arch ? *arch : *impl.options.arch;
+    impl.have_device = true;
+  } else {
+    impl.device_error = r.error();
+  }
+  if (impl.options.arch) impl.arch = *impl.options.arch;
+  impl.jit = std::make_unique<Jit>(impl.options.cache, impl.options.on_warning, impl.options.on_compile);
+  return ctx;
+}
+
+Arch Context::arch() const { return impl_->arch; }
+DiskCache& Context::disk_cache() { return impl_->jit->disk(); }
+
+Result<KernelSpec> Context::spec_for(const Problem& problem, Direction direction, bool deterministic) {
+  if (auto r = validate_problem(problem); !r) return r.error();
+  const Problem p = normalized(problem);
+  KernelSpec spec;
+  spec.direction = direction;
+  spec.dtype = p.dtype;
+  spec.precision = p.precision;
+  spec.head_dim = p.head_dim;
+  spec.causal = p.causal;
+  spec.arch = impl_->arch;
+  spec.deterministic = direction == Direction::kBwd && deterministic;
+  // Even only if both lengths are multiples of the even kernel's tile and
+  // every batch entry has all seqlen_k keys.
+  spec.padding = SeqPadding::kEven;
+  const TileConfig even_tile = choose_tile_config(spec);
+  const bool even = !p.seqlens_k && p.seqlen_q % even_tile.block_m == 0 &&
+                    p.seqlen_k % even_tile.block_n == 0;
+  spec.padding = even ? SeqPadding::kEven : SeqPadding::kPadded;
+  spec.tile = choose_tile_config(spec);
+  if (auto r = spec.validate(); !r) return r.error();
+  return spec;
+}
+
+Result<CompileRecord> Context::compile(const KernelSpec& spec) {
+  if (auto r = spec.validate(); !r) return r.error();
+  const KernelSpec full = with_default_tile(spec);
+  CompileRecord record;
+  auto cubin = impl_->jit->cubin(full, &record);
+  if (!cubin) return cubin.error();
+  if (record.outcome != CacheOutcome::kMemoryHit && impl_->options.on_compile) {
+    impl_->options.on_compile(record);
+  }
+  return record;
+}
+
+Result<CompileRecord> Context::load(const KernelSpec& spec) {
+  if (auto r = spec.validate(); !r) return r.error();
+  if (auto r = impl_->device_ready(); !r) return r.error();
+  CompileRecord record;
+  auto mod = impl_->jit->load(with_default_tile(spec), impl_->options.device, &record);
+  if (!mod) return mod.error();
+  return record;
+}
+
+Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
+  if (auto r = validate_problem(a.problem); !r) return r.error();
+  const Problem& p = a.problem;
+  if (auto r = validate_tensor("q", a.q, p, p.seqlen_q); !r) return r.error();
+  if (auto r = validate_tensor("k", a.k, p, p.seqlen_k); !r) return r.error();
+  if (auto r = validate_tensor("v", a.v, p, p.seqlen_k); !r) return r.error();
+  if (auto r = validate_tensor("o", a.o, p, p.seqlen_q); !r) return r.error();
+  if (auto r = validate_lse("lse", a.lse); !r) return r.error();
+  auto spec = spec_for(p, Direction::kFwd);
+  if (!spec) return spec.error();
+  if (auto r = impl_->device_ready(); !r) return r.error();
+
+  LaunchInfo info;
+  info.spec = *spec;
+  auto mod = impl_->jit->load(*spec, impl_->options.device, &info.compile);
+  if (!mod) return mod.error();
+
+  const Problem n = normalized(p);
+  FwdParams params{};
+  params.q = a.q.data;
+  params.k = a.k.data;
+  params.v = a.v.data;
+  params.o = a.o.data;
+  params.lse = a.lse;
+  params.seqlens_k = n.seqlens_k;
+  params.q_batch_stride = a.q.batch_stride; params.q_row_stride = a.q.seq_stride; params.q_head_stride = a.q.head_stride;
+  params.k_batch_stride = a.k.batch_stride; params.k_row_stride = a.k.seq_stride; params.k_head_stride = a.k.head_stride;
+  params.v_batch_stride = a.v.batch_stride; params.v_row_stride = a.v.seq_stride; params.v_head_stride = a.v.head_stride;
+  params.o_batch_stride = a.o.batch_stride; params.o_row_stride = a.o.seq_stride; params.o_head_stride = a.o.head_stride;
+  // lse is [B, H, Sq], contiguous.
+  params.lse_head_stride = n.seqlen_q;
+  params.lse_batch_stride = int64_t(n.heads) * n.seqlen_q;
+  params.batch = n.batch;
+  params.heads = n.heads;
+  params.seqlen_q = n.seqlen_q;
+  params.seqlen_k = n.seqlen_k;
+  params.scale = n.scale;
+  params.scale_log2 = n.scale * kLog2e;
+
+  const TileConfig& t = spec->tile;
+  driver::Dim3 grid{unsigned((n.seqlen_q + t.block_m - 1) / t.block_m), unsigned(n.heads),
+                    unsigned(n.batch)};
+  driver::Dim3 block{unsigned(threads_per_block(*spec)), 1, 1};
+  void* args[] = {&params};
+  if (auto r = driver::launch((*mod)->functions.front(), grid, block, (*mod)->smem_bytes, a.stream, args); !r) {
+    return make_error(r.error().status, fmt::format("launching {}: {}", spec->to_string(), r.error().message));
+  }
+  return info;
+}
+
+Result<size_t> Context::backward_workspace_size(const Problem& problem, bool deterministic) {
+  auto spec = spec_for(problem, Direction::kBwd, deterministic);
+  if (!spec) return spec.error();
+  return bwd_workspace_bytes(*spec, BwdShape{problem.batch, problem.heads, problem.seqlen_q,
+                                             problem.seqlen_k});
+}
+
+Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
+  if (auto r = validate_problem(a.problem); !r) return r.error();
+  const Problem& p = a.problem;
+  if (auto r = validate_tensor("q", a.q, p, p.seqlen_q); !r) return r.error();
+  if (auto r = validate_tensor("k", a.k, p, p.seqlen_k); !r) return r.error();
+  if (auto r = validate_tensor("v", a.v, p, p.seqlen_k); !r) return r.error();
+  if (auto r = validate_tensor("o", a.o, p, p.seqlen_q); !r) return r.error();
+  if (auto r = validate_tensor("dout", a.dout, p, p.seqlen_q); !r) return r.error();
+  if (auto r = validate_tensor("dq", a.dq, p, p.seqlen_q); !r) return r.error();
+  if (auto r = validate_tensor("dk", a.dk, p, p.seqlen_k); !r) return r.error();
+  if (auto r = validate_tensor("dv", a.dv, p, p.seqlen_k); !r) return r.error();
+  if (!a.lse) return make_error(Status::kNullPointer, "lse is null (backward needs the forward's lse)");
+  if (auto r = validate_lse("lse", a.lse); !r) return r.error();
+  auto spec = spec_for(p, Direction::kBwd, a.deterministic);
+  if (!spec) return spec.error();
+  const BwdShape shape{p.batch, p.heads, p.seqlen_q, p.seqlen_k};
+  const size_t need = bwd_workspace_bytes(*spec, shape);
+  if (need > 0 && !a.workspace) {
+    return make_error(Status::kNullPointer,
+                      fmt::format("workspace is null; this problem needs {} bytes", need));
+  }
+  if (a.workspace_bytes < need) {
+    return make_error(Status::kInvalidArgument,
+                      fmt::format("workspace_bytes must be at least {} for this problem; got {}", need,
+                                  a.workspace_bytes));
+  }
+  if (a.workspace && reinterpret_cast<uintptr_t>(a.workspace) % kVectorBytes != 0) {
+    return make_error(Status::kMisalignedPointer,
+                      fmt::format("workspace must be {}-byte aligned; got {}", kVectorBytes, a.workspace));
+  }
+  if (auto r = impl_->device_ready(); !r) return r.error();
+
+  LaunchInfo info;
+  info.spec = *spec;
+  auto mod = impl_->jit->load(*spec, impl_->options.device, &info.compile);
+  if (!mod) return mod.error();
+
+  const Problem n = normalized(p);
+  BwdParams params{};
+  params.q = a.q.data; params.k = a.k.data; params.v = a.v.data;
+  params.o = a.o.data; params.dout = a.dout.data; params.lse = a.lse;
+  params.dq = a.dq.data; params.dk = a.dk.data; params.dv = a.dv.data;
+  params.seqlens_k = n.seqlens_k;
+  params.q_batch_stride = a.q.batch_stride; params.q_row_stride = a.q.seq_stride; params.q_head_stride = a.q.head_stride;
+  params.k_batch_stride = a.k.batch_stride; params.k_row_stride = a.k.seq_stride; params.k_head_stride = a.k.head_stride;
+  params.v_batch_stride = a.v.batch_stride; params.v_row_stride = a.v.seq_stride; params.v_head_stride = a.v.head_stride;
+  params.o_batch_stride = a.o.batch_stride; params.o_row_stride = a.o.seq_stride; params.o_head_stride = a.o.head_stride;
+  params.dout_batch_stride = a.dout.batch_stride; params.dout_row_stride = a.dout.seq_stride; params.dout_head_stride = a.dout.head_stride;
+  params.dq_batch_stride = a.dq.batch_stride; params.dq_row_stride = a.dq.seq_stride; params.dq_head_stride = a.dq.head_stride;
+  params.dk_batch_stride = a.dk.batch_stride; params.dk_row_stride = a.dk.seq_stride; params.dk_head_stride = a.dk.head_stride;
+  params.dv_batch_stride = a.dv.batch_stride; params.dv_row_stride = a.dv.seq_stride; params.dv_head_stride = a.dv.head_stride;
+  params.lse_head_stride = n.seqlen_q;
+  params.lse_batch_stride = int64_t(n.heads) * n.seqlen_q;
+  params.batch = n.batch;
+  params.heads = n.heads;
+  params.seqlen_q = n.seqlen_q;
+  params.seqlen_k = n.seqlen_k;
+  params.scale = n.scale;
+  params.scale_log2 = n.scale * kLog2e;
+  bwd_assign_workspace(*spec, shape, a.workspace, &params);
+
+  for (const BwdLaunch& step : bwd_launch_plan(*spec, shape)) {
+    const driver::Function* fn = (*mod)->function(step.kernel);
+    if (!fn) return make_error(Status::kInternal, fmt::format("{} has no kernel {}", spec->to_string(), step.kernel));
+    void* args[] = {&params};
+    auto r = driver::launch(*fn, driver::Dim3{step.grid.x, step.grid.y, step.grid.z},
+                            driver::Dim3{step.block.x, step.block.y, step.block.z},
+                            step.smem_bytes, a.stream, args);
+    if (!r) {
+      return make_error(r.error().status, fmt::format("launching {} of {}: {}", step.kernel,
+                                                      spec->to_string(), r.error().message));
+    }
+  }
+  return info;
+}
+
+}  // namespace flashjit

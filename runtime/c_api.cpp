@@ -1,0 +1,333 @@
+// The C API (flashjit_c.h) over the C++ Context (flashjit.h). This layer only
+// checks what C adds (null handles and struct pointers, enum values outside
+// their range), converts, and turns Results into a status plus the calling
+// thread's last-error message. Every other rule (sizes, head dims, strides,
+// alignment, dtype/precision) is the Context's, so the C and C++ APIs reject
+// exactly the same problems with the same messages. No exception crosses the
+// C boundary.
+#include "runtime/flashjit_c.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "compiler/spec.h"
+#include "compiler/status.h"
+#include "runtime/flashjit.h"
+
+struct flashjit_context {
+  std::unique_ptr<flashjit::Context> impl;
+};
+
+namespace {
+
+using flashjit::Error;
+using flashjit::Status;
+
+// The C enum mirrors flashjit::Status value for value.
+#define FLASHJIT_SAME_VALUE(c, cpp) static_assert(static_cast<int>(c) == static_cast<int>(Status::cpp))
+FLASHJIT_SAME_VALUE(FLASHJIT_SUCCESS, kOk);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_NULL_POINTER, kNullPointer);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_UNSUPPORTED_DTYPE, kUnsupportedDType);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_UNSUPPORTED_HEAD_DIM, kUnsupportedHeadDim);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_INVALID_SIZE, kInvalidSize);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_UNSUPPORTED_STRIDE, kUnsupportedStride);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_MISALIGNED_POINTER, kMisalignedPointer);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_INVALID_SPEC, kInvalidSpec);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_UNSUPPORTED_ARCH, kUnsupportedArch);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_INVALID_ARGUMENT, kInvalidArgument);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_DRIVER_UNAVAILABLE, kDriverUnavailable);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_NO_DEVICE, kNoDevice);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_NVRTC_UNAVAILABLE, kNvrtcUnavailable);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_COMPILE_FAILED, kCompileFailed);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_CUDA, kCudaError);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_CACHE, kCacheError);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_OUT_OF_MEMORY, kOutOfMemory);
+FLASHJIT_SAME_VALUE(FLASHJIT_ERROR_INTERNAL, kInternal);
+#undef FLASHJIT_SAME_VALUE
+
+// flashjit_tensor and TensorView are the same four fields.
+static_assert(sizeof(flashjit_tensor) == sizeof(flashjit::TensorView));
+
+constexpr Status kLastStatus = Status::kInternal;
+
+thread_local std::string t_last_error;
+
+void clear_error() noexcept { t_last_error.clear(); }
+
+// Records `message` as this thread's last error and returns `status`. If even
+// that allocation fails, the message is left empty: the status still says it.
+flashjit_status fail(Status status, const char* message) noexcept {
+  try {
+    t_last_error = message;
+  } catch (...) {
+    t_last_error.clear();
+  }
+  return static_cast<flashjit_status>(status);
+}
+
+flashjit_status fail(const Error& e) noexcept { return fail(e.status, e.message.c_str()); }
+
+flashjit_status null_pointer(const char* function, const char* argument) noexcept {
+  try {
+    return fail(Status::kNullPointer,
+                (std::string(function) + ": " + argument + " is null").c_str());
+  } catch (...) {
+    return fail(Status::kNullPointer, "");
+  }
+}
+
+// Runs `body` (which returns a flashjit_status) with the last error cleared
+// first and every exception turned into FLASHJIT_ERROR_INTERNAL.
+template <class Body>
+flashjit_status guarded(const char* function, Body&& body) noexcept {
+  clear_error();
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(Status::kOutOfMemory, "host memory allocation failed");
+  } catch (const std::exception& e) {
+    try {
+      return fail(Status::kInternal,
+                  (std::string(function) + ": internal error: " + e.what()).c_str());
+    } catch (...) {
+      return fail(Status::kInternal, "internal error");
+    }
+  } catch (...) {
+    return fail(Status::kInternal, "internal error: unknown exception");
+  }
+}
+
+// Reads an enum field as the int the caller stored: a C caller may store any
+// int in it, which C++ must not read through the enum type.
+template <class Enum>
+int raw_enum(const Enum& field) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int value;
+  std::memcpy(&value, &field, sizeof value);
+  return value;
+}
+
+flashjit::Result<flashjit::Problem> to_problem(const flashjit_problem& p) {
+  flashjit::Problem out;
+  switch (raw_enum(p.dtype)) {
+    case FLASHJIT_DTYPE_BF16: out.dtype = flashjit::DType::kBF16; break;
+    case FLASHJIT_DTYPE_F16: out.dtype = flashjit::DType::kF16; break;
+    case FLASHJIT_DTYPE_F32: out.dtype = flashjit::DType::kF32; break;
+    default:
+      return flashjit::make_error(
+          Status::kUnsupportedDType,
+          "problem->dtype must be one of 0 (bf16), 1 (f16), 2 (f32); got " +
+              std::to_string(raw_enum(p.dtype)));
+  }
+  switch (raw_enum(p.precision)) {
+    case FLASHJIT_PRECISION_NATIVE: out.precision = flashjit::Precision::kNative; break;
+    case FLASHJIT_PRECISION_TF32: out.precision = flashjit::Precision::kTF32; break;
+    case FLASHJIT_PRECISION_IEEE: out.precision = flashjit::Precision::kIEEE; break;
+    default:
+      return flashjit::make_error(
+          Status::kUnsupportedDType,
+          "problem->precision must be one of 0 (native), 1 (tf32), 2 (ieee); got " +
+              std::to_string(raw_enum(p.precision)));
+  }
+  out.batch = p.batch;
+  out.heads = p.heads;
+  out.seqlen_q = p.seqlen_q;
+  out.seqlen_k = p.seqlen_k;
+  out.head_dim = p.head_dim;
+  out.causal = p.causal != 0;
+  out.scale = p.scale;
+  out.seqlens_k = p.seqlens_k;
+  return out;
+}
+
+flashjit::TensorView to_view(const flashjit_tensor& t) {
+  return flashjit::TensorView{t.data, t.batch_stride, t.seq_stride, t.head_stride};
+}
+
+int to_c(flashjit::CacheOutcome o) {
+  switch (o) {
+    case flashjit::CacheOutcome::kMemoryHit: return FLASHJIT_CACHE_MEMORY_HIT;
+    case flashjit::CacheOutcome::kDiskHit: return FLASHJIT_CACHE_DISK_HIT;
+    case flashjit::CacheOutcome::kCompiled: return FLASHJIT_CACHE_COMPILED;
+  }
+  return -1;
+}
+
+// The state `info` holds after a failed call.
+void reset_info(flashjit_compile_info* info) {
+  if (info == nullptr) return;
+  std::memset(info, 0, sizeof *info);
+  info->cache_outcome = -1;
+  info->registers = -1;
+  info->spill_bytes = -1;
+}
+
+void fill_info(const flashjit::CompileRecord& r, flashjit_compile_info* info) {
+  if (info == nullptr) return;
+  info->codegen_s = r.codegen_s;
+  info->nvrtc_s = r.nvrtc_s;
+  info->disk_s = r.disk_s;
+  info->load_s = r.load_s;
+  info->compile_s = r.compile_s;
+  info->cache_outcome = to_c(r.outcome);
+  info->registers = r.registers;
+  info->spill_bytes = r.spill_bytes;
+  // Canonical spec strings are far shorter than the field; truncate, never overflow.
+  const size_t n = std::min(r.spec.size(), sizeof info->spec - 1);
+  std::memcpy(info->spec, r.spec.data(), n);
+  info->spec[n] = '\0';
+}
+
+}  // namespace
+
+extern "C" {
+
+flashjit_status flashjit_context_create(int device, flashjit_context** out) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    if (out == nullptr) return null_pointer(fn, "out");
+    *out = nullptr;
+    flashjit::ContextOptions options;
+    options.device = device;
+    auto ctx = flashjit::Context::create(std::move(options));
+    if (!ctx) return fail(ctx.error());
+    auto handle = std::make_unique<flashjit_context>();
+    handle->impl = std::move(ctx.value());
+    *out = handle.release();
+    return FLASHJIT_SUCCESS;
+  });
+}
+
+flashjit_status flashjit_context_destroy(flashjit_context* ctx) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    delete ctx;
+    return FLASHJIT_SUCCESS;
+  });
+}
+
+flashjit_status flashjit_forward(flashjit_context* ctx, const flashjit_problem* problem,
+                                 const flashjit_tensor* q, const flashjit_tensor* k,
+                                 const flashjit_tensor* v, flashjit_tensor* o, float* lse,
+                                 void* stream, flashjit_compile_info* info) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    reset_info(info);
+    if (ctx == nullptr) return null_pointer(fn, "ctx");
+    if (problem == nullptr) return null_pointer(fn, "problem");
+    if (q == nullptr) return null_pointer(fn, "q");
+    if (k == nullptr) return null_pointer(fn, "k");
+    if (v == nullptr) return null_pointer(fn, "v");
+    if (o == nullptr) return null_pointer(fn, "o");
+    auto p = to_problem(*problem);
+    if (!p) return fail(p.error());
+    flashjit::ForwardArgs args;
+    args.problem = *p;
+    args.q = to_view(*q);
+    args.k = to_view(*k);
+    args.v = to_view(*v);
+    args.o = to_view(*o);
+    args.lse = lse;
+    args.stream = stream;
+    auto r = ctx->impl->forward(args);
+    if (!r) return fail(r.error());
+    fill_info(r->compile, info);
+    return FLASHJIT_SUCCESS;
+  });
+}
+
+flashjit_status flashjit_backward(flashjit_context* ctx, const flashjit_problem* problem,
+                                  const flashjit_tensor* q, const flashjit_tensor* k,
+                                  const flashjit_tensor* v, const flashjit_tensor* o,
+                                  const flashjit_tensor* dout, const float* lse,
+                                  flashjit_tensor* dq, flashjit_tensor* dk, flashjit_tensor* dv,
+                                  void* workspace, size_t workspace_bytes, int deterministic,
+                                  void* stream, flashjit_compile_info* info) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    reset_info(info);
+    if (ctx == nullptr) return null_pointer(fn, "ctx");
+    if (problem == nullptr) return null_pointer(fn, "problem");
+    if (q == nullptr) return null_pointer(fn, "q");
+    if (k == nullptr) return null_pointer(fn, "k");
+    if (v == nullptr) return null_pointer(fn, "v");
+    if (o == nullptr) return null_pointer(fn, "o");
+    if (dout == nullptr) return null_pointer(fn, "dout");
+    if (dq == nullptr) return null_pointer(fn, "dq");
+    if (dk == nullptr) return null_pointer(fn, "dk");
+    if (dv == nullptr) return null_pointer(fn, "dv");
+    auto p = to_problem(*problem);
+    if (!p) return fail(p.error());
+    flashjit::BackwardArgs args;
+    args.problem = *p;
+    args.q = to_view(*q);
+    args.k = to_view(*k);
+    args.v = to_view(*v);
+    args.o = to_view(*o);
+    args.dout = to_view(*dout);
+    args.lse = lse;
+    args.dq = to_view(*dq);
+    args.dk = to_view(*dk);
+    args.dv = to_view(*dv);
+    args.workspace = workspace;
+    args.workspace_bytes = workspace_bytes;
+    args.deterministic = deterministic != 0;
+    args.stream = stream;
+    auto r = ctx->impl->backward(args);
+    if (!r) return fail(r.error());
+    fill_info(r->compile, info);
+    return FLASHJIT_SUCCESS;
+  });
+}
+
+flashjit_status flashjit_backward_workspace_size(flashjit_context* ctx,
+                                                 const flashjit_problem* problem,
+                                                 int deterministic, size_t* out) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    if (ctx == nullptr) return null_pointer(fn, "ctx");
+    if (problem == nullptr) return null_pointer(fn, "problem");
+    if (out == nullptr) return null_pointer(fn, "out");
+    *out = 0;
+    auto p = to_problem(*problem);
+    if (!p) return fail(p.error());
+    auto r = ctx->impl->backward_workspace_size(*p, deterministic != 0);
+    if (!r) return fail(r.error());
+    *out = *r;
+    return FLASHJIT_SUCCESS;
+  });
+}
+
+flashjit_status flashjit_compile(flashjit_context* ctx, const char* spec,
+                                 flashjit_compile_info* info) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    reset_info(info);
+    if (ctx == nullptr) return null_pointer(fn, "ctx");
+    if (spec == nullptr) return null_pointer(fn, "spec");
+    auto parsed = flashjit::KernelSpec::parse(spec);
+    if (!parsed) return fail(parsed.error());
+    auto r = ctx->impl->compile(*parsed);
+    if (!r) return fail(r.error());
+    fill_info(*r, info);
+    return FLASHJIT_SUCCESS;
+  });
+}
+
+const char* flashjit_status_string(flashjit_status status) {
+  // A C caller may pass any int; compare it as one.
+  const int value = raw_enum(status);
+  if (value < 0 || value > static_cast<int>(kLastStatus)) return "unknown status";
+  return flashjit::status_name(static_cast<Status>(value));
+}
+
+const char* flashjit_last_error(void) { return t_last_error.c_str(); }
+
+const char* flashjit_version(void) { return flashjit::version(); }
+
+}  // extern "C"

@@ -1,0 +1,587 @@
+// Forward attention, FlashAttention-2 algorithm on mma.sync tensor cores.
+//
+//   O = softmax(scale * Q K^T + mask) V,  lse = log(sum(exp(scale * Q K^T + mask)))
+//
+// One CTA computes one (kBlockM x D) tile of O for one (batch, head); its warps
+// split the rows (each warp owns kWarpRows = kBlockM / kNumWarps rows, i.e.
+// kMTiles m16 tiles), so the online softmax needs only quad shuffles, never
+// shared memory. K/V tiles of kBlockN rows stream through a kStages-deep
+// cp.async ring; Q stays in shared memory for the whole CTA and is re-read per
+// k-step with ldmatrix (keeping it in registers costs more registers than
+// the re-read costs shared-memory bandwidth at kMTiles = 2). P never leaves
+// registers: the S accumulator fragment is re-packed as the A operand of P V.
+//
+// Launch contract: grid = (ceil(Sq / kBlockM), heads, batch), block = kThreads,
+// dynamic shared memory = kSmemBytes = sizeof(SharedStorage). The softmax scale
+// must be positive (the row max is taken on unscaled scores).
+#pragma once
+
+#include "flashjit/params.cuh"
+#include "flashjit/ptx.cuh"
+
+namespace flashjit {
+
+/// log2(e): exp(x) = exp2(x * log2(e)); the kernel folds it into the scale.
+inline constexpr float kLog2e = 1.44269504088896340736f;
+/// ln(2): log(x) = log2(x) * ln(2), for the natural-log LSE.
+inline constexpr float kLn2 = 0.69314718055994530942f;
+
+/// Everything about the tiling that follows from the template parameters, in
+/// one place (shapes, fragment counts, shared-memory row strides).
+template <class Element, MathMode kMath, int kHeadDim, int kBlockM, int kBlockN, int kNumWarps,
+          int kStages>
+struct FwdTraits {
+  static constexpr bool kIs16Bit = sizeof(Element) == 2;
+  static constexpr int kThreads = kNumWarps * 32;
+
+  // mma shapes: m16n8k16 for 16-bit inputs, m16n8k8 for TF32.
+  static constexpr int kMmaM = 16;
+  static constexpr int kMmaN = 8;
+  static constexpr int kMmaK = kIs16Bit ? 16 : 8;
+
+  static constexpr int kWarpRows = kBlockM / kNumWarps;     // Q rows owned by one warp
+  static constexpr int kMTiles = kWarpRows / kMmaM;         // m16 tiles per warp
+  static constexpr int kNTilesS = kBlockN / kMmaN;          // n8 tiles of S = Q K^T per warp
+  static constexpr int kNTilesO = kHeadDim / kMmaN;         // n8 tiles of O per warp
+  static constexpr int kKStepsQK = kHeadDim / kMmaK;        // k-steps of Q K^T (over D)
+  static constexpr int kKStepsPV = kBlockN / kMmaK;         // k-steps of P V (over keys)
+
+  // Global -> shared copies move 16-byte chunks (cp.async's widest size).
+  static constexpr int kChunkBytes = 16;
+  static constexpr int kChunkElems = kChunkBytes / int(sizeof(Element));
+  static constexpr int kChunksPerRow = kHeadDim / kChunkElems;
+
+  // Shared-memory rows are padded instead of swizzled (simpler indexing, ~3-6%
+  // more shared memory). Why these pads, in 4-byte banks:
+  //  - 16-bit: one 16-byte chunk of pad shifts consecutive rows by 4 banks
+  //    (mod 32), so the 8 row addresses of each ldmatrix 8x8 matrix hit 8
+  //    disjoint 4-bank groups: conflict-free ldmatrix and cp.async.
+  //  - f32 Q and K are read with 8-byte loads at (row g, column 2t): a row
+  //    stride of 8 banks (mod 32) spreads a half-warp (g < 4, t < 4) over all 32.
+  //  - f32 V is read with 4-byte loads at (row 2t, column g): a row stride of
+  //    4 banks (mod 32) spreads the warp (t < 4, g < 8) over all 32.
+  static constexpr int kPadQK = kIs16Bit ? kChunkElems : 8;
+  static constexpr int kPadV = kIs16Bit ? kChunkElems : 4;
+  static constexpr int kStrideQK = kHeadDim + kPadQK;  // elements
+  static constexpr int kStrideV = kHeadDim + kPadV;    // elements
+  static constexpr int kStrideQKBytes = kStrideQK * int(sizeof(Element));
+  static constexpr int kStrideVBytes = kStrideV * int(sizeof(Element));
+
+  static_assert(kIs16Bit == (kMath == MathMode::kNative),
+                "16-bit inputs use kNative; f32 inputs use kTF32 or k3xTF32");
+  static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head_dim must be 32, 64, 96, 128 or 256");
+  static_assert(kBlockM % (kNumWarps * kMmaM) == 0, "each warp owns whole m16 tiles");
+  static_assert(kBlockN % 16 == 0, "P V k-steps and paired ldmatrix need kBlockN % 16 == 0");
+  static_assert(kStages >= 1, "at least one K/V stage");
+  static_assert(kStrideQKBytes % kChunkBytes == 0 && kStrideVBytes % kChunkBytes == 0,
+                "cp.async needs 16-byte aligned shared rows");
+};
+
+template <class Element, MathMode kMath, int kHeadDim, int kBlockM, int kBlockN, int kNumWarps,
+          int kStages, bool kIsCausal, bool kIsEven, int kSmemBytes>
+struct FwdKernel {
+  using Traits = FwdTraits<Element, kMath, kHeadDim, kBlockM, kBlockN, kNumWarps, kStages>;
+  static constexpr int kThreads = Traits::kThreads;
+  /// One CTA per SM is all the launch bounds promise: the compiler may use up
+  /// to 255 registers (spilling costs more than the occupancy it buys), and
+  /// shared memory alone sets how many CTAs share an SM.
+  static constexpr int kMinBlocksPerSM = 1;
+
+  static constexpr bool kIs16Bit = Traits::kIs16Bit;
+  static constexpr int kElemBytes = int(sizeof(Element));
+  static constexpr int kMTiles = Traits::kMTiles;
+  static constexpr int kNTilesS = Traits::kNTilesS;
+  static constexpr int kNTilesO = Traits::kNTilesO;
+  static constexpr int kStrideQK = Traits::kStrideQK;
+  static constexpr int kStrideV = Traits::kStrideV;
+
+  /// Q tile [kBlockM][D] (reused for the O tile in the epilogue), and kStages
+  /// K and V tiles [kBlockN][D]; all rows padded (see FwdTraits).
+  struct SharedStorage {
+    alignas(16) Element q[kBlockM][kStrideQK];
+    alignas(16) Element k[kStages][kBlockN][kStrideQK];
+    alignas(16) Element v[kStages][kBlockN][kStrideV];
+  };
+  static_assert(sizeof(SharedStorage) == kSmemBytes,
+                "kSmemBytes (compiler/tile_config.cpp fwd_smem_bytes) disagrees with SharedStorage");
+
+  // Register tiles of one warp. S: [kMTiles][kNTilesS] m16n8 accumulators;
+  // O: [kMTiles][kNTilesO]. Row statistics: two rows (g, g + 8) per m-tile.
+  using AccS = float[kMTiles][kNTilesS][4];
+  using AccO = float[kMTiles][kNTilesO][4];
+  using RowStat = float[kMTiles][2];
+
+  static __device__ __forceinline__ float neg_inf() { return ptx::u32_as_f32(0xff800000u); }
+  static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+  static __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+  // -------------------------------------------------------------------------
+  // Global -> shared: a [kRows][D] tile, 16-byte cp.async chunks. Rows at or
+  // past `valid_rows` are zero-filled (only checked when !kIsEven); zeros, not
+  // garbage, matter for V, since 0 * NaN would poison P V.
+  // -------------------------------------------------------------------------
+  template <int kRows, int kStride>
+  static __device__ __forceinline__ void load_tile(Element (*smem)[kStride], const Element* gmem,
+                                                   long long row_stride, int valid_rows) {
+    constexpr int kChunksPerRow = Traits::kChunksPerRow;
+    if constexpr (kThreads % kChunksPerRow == 0) {
+      // Each pass covers kRowsPerPass whole rows; a thread keeps its column
+      // and walks down by a fixed row step. The source pointer advances by
+      // addition so the compiler keeps one 64-bit pointer, not one per chunk.
+      constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+      constexpr int kPasses = (kRows + kRowsPerPass - 1) / kRowsPerPass;
+      const int row = threadIdx.x / kChunksPerRow;
+      const int col = (threadIdx.x % kChunksPerRow) * Traits::kChunkElems;
+      const unsigned dst = ptx::smem_u32(&smem[row][col]);
+      const Element* src = gmem + row * row_stride + col;
+      const long long step = kRowsPerPass * row_stride;
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const int r = row + i * kRowsPerPass;
+        if (kRows % kRowsPerPass != 0 && r >= kRows) break;
+        const bool valid = kIsEven || r < valid_rows;
+        ptx::cp_async_16(dst + i * kRowsPerPass * kStride * int(sizeof(Element)), valid ? src : gmem,
+                         valid);
+        src += step;
+      }
+    } else {
+      // D = 96: rows of 12 (16-bit) or 24 (f32) chunks do not tile the CTA;
+      // index each chunk on its own.
+      constexpr int kChunks = kRows * kChunksPerRow;
+#pragma unroll
+      for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
+        const int c = threadIdx.x + i * kThreads;
+        if (kChunks % kThreads != 0 && c >= kChunks) break;
+        const int r = c / kChunksPerRow;
+        const int col = (c % kChunksPerRow) * Traits::kChunkElems;
+        const bool valid = kIsEven || r < valid_rows;
+        ptx::cp_async_16(ptx::smem_u32(&smem[r][col]), valid ? gmem + r * row_stride + col : gmem,
+                         valid);
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // TF32 operands: round (kTF32) or split into big + small (k3xTF32).
+  // -------------------------------------------------------------------------
+  template <int N>
+  struct Tf32Frag {
+    unsigned big[N];
+    unsigned small[N];  // only used by k3xTF32; dead code otherwise
+  };
+
+  template <int N>
+  static __device__ __forceinline__ Tf32Frag<N> to_tf32(const float (&x)[N]) {
+    Tf32Frag<N> f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if constexpr (kMath == MathMode::k3xTF32) {
+        ptx::split_tf32(x[i], f.big[i], f.small[i]);
+      } else {
+        f.big[i] = ptx::f32_to_tf32(x[i]);
+      }
+    }
+    return f;
+  }
+
+  /// d += a * b in TF32; for k3xTF32 the two cross terms go first, so the
+  /// small corrections are added while the accumulator is still small.
+  static __device__ __forceinline__ void mma_tf32(float (&d)[4], const Tf32Frag<4>& a,
+                                                  const Tf32Frag<2>& b) {
+    if constexpr (kMath == MathMode::k3xTF32) {
+      ptx::mma_m16n8k8_tf32(d, a.small, b.big);
+      ptx::mma_m16n8k8_tf32(d, a.big, b.small);
+    }
+    ptx::mma_m16n8k8_tf32(d, a.big, b.big);
+  }
+
+  // -------------------------------------------------------------------------
+  // S = Q K^T for this warp's rows: [kWarpRows x kBlockN], f32.
+  // -------------------------------------------------------------------------
+  static __device__ __forceinline__ void gemm_qk(AccS& acc_s, const SharedStorage& smem, int stage,
+                                                 int warp, int lane) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int j = 0; j < kNTilesS; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[mt][j][e] = 0.f;
+
+    const int warp_row = warp * Traits::kWarpRows;
+    if constexpr (kIs16Bit) {
+      // ldmatrix.x4 lane addresses. A (Q, row-major): lanes 0-15 give rows
+      // 0-15 at column 0, lanes 16-31 rows 0-15 at column 8 -> a[0..3].
+      // B (K rows = S columns): matrices (n-tile j, k 0-7), (j, k 8-15),
+      // (j + 1, k 0-7), (j + 1, k 8-15) -> b0, b1 of two n-tiles.
+      const unsigned q_base = ptx::smem_u32(&smem.q[warp_row + (lane % 16)][(lane / 16) * 8]);
+      const unsigned k_base =
+          ptx::smem_u32(&smem.k[stage][(lane / 16) * 8 + (lane % 8)][((lane / 8) % 2) * 8]);
+#pragma unroll
+      for (int kk = 0; kk < Traits::kKStepsQK; ++kk) {
+        unsigned a[kMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          ptx::ldmatrix_x4(a[mt], q_base + (mt * 16 * kStrideQK + kk * 16) * kElemBytes);
+        }
+#pragma unroll
+        for (int j = 0; j < kNTilesS; j += 2) {
+          unsigned b[4];
+          ptx::ldmatrix_x4(b, k_base + (j * 8 * kStrideQK + kk * 16) * kElemBytes);
+          const unsigned b0[2] = {b[0], b[1]};
+          const unsigned b1[2] = {b[2], b[3]};
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            ptx::mma_m16n8k16<Element>(acc_s[mt][j], a[mt], b0);
+            ptx::mma_m16n8k16<Element>(acc_s[mt][j + 1], a[mt], b1);
+          }
+        }
+      }
+    } else {
+      // TF32 with the k index permuted inside each k-step (the sum over D does
+      // not care): logical k = t <-> d = 2t, logical k = t + 4 <-> d = 2t + 1.
+      // Then a lane's A pair (g, 2t), (g, 2t + 1) and B pair K(g, 2t), K(g, 2t + 1)
+      // are each one 8-byte load.
+      const int g = lane / 4;
+      const int t = lane % 4;
+      const unsigned q_base = ptx::smem_u32(&smem.q[warp_row + g][2 * t]);
+      const unsigned k_base = ptx::smem_u32(&smem.k[stage][g][2 * t]);
+      constexpr int kRowBytes = Traits::kStrideQKBytes;
+#pragma unroll
+      for (int kk = 0; kk < Traits::kKStepsQK; ++kk) {
+        Tf32Frag<4> a[kMTiles];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          unsigned r[4];
+          const unsigned addr = q_base + mt * 16 * kRowBytes + kk * 8 * kElemBytes;
+          ptx::lds64(r[0], r[2], addr);                  // A(g, t), A(g, t + 4)
+          ptx::lds64(r[1], r[3], addr + 8 * kRowBytes);  // A(g + 8, t), A(g + 8, t + 4)
+          const float x[4] = {ptx::u32_as_f32(r[0]), ptx::u32_as_f32(r[1]), ptx::u32_as_f32(r[2]),
+                              ptx::u32_as_f32(r[3])};
+          a[mt] = to_tf32(x);
+        }
+#pragma unroll
+        for (int j = 0; j < kNTilesS; ++j) {
+          unsigned r[2];
+          ptx::lds64(r[0], r[1], k_base + j * 8 * kRowBytes + kk * 8 * kElemBytes);
+          const float x[2] = {ptx::u32_as_f32(r[0]), ptx::u32_as_f32(r[1])};
+          const Tf32Frag<2> b = to_tf32(x);
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) mma_tf32(acc_s[mt][j], a[mt], b);
+        }
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // O += P V, with P taken straight from the S accumulators.
+  // -------------------------------------------------------------------------
+  static __device__ __forceinline__ void gemm_pv(AccO& acc_o, const AccS& p, const SharedStorage& smem,
+                                                 int stage, int lane) {
+    if constexpr (kIs16Bit) {
+      // The m16n8 accumulators of n-tiles 2kk and 2kk + 1 are exactly the
+      // m16k16 A fragment of k-step kk once packed to 16 bits.
+      // V B-fragments via ldmatrix.trans: matrices (keys 0-7, d-tile dj),
+      // (keys 8-15, dj), (keys 0-7, dj + 1), (keys 8-15, dj + 1).
+      const unsigned v_base =
+          ptx::smem_u32(&smem.v[stage][((lane / 8) % 2) * 8 + (lane % 8)][(lane / 16) * 8]);
+#pragma unroll
+      for (int kk = 0; kk < Traits::kKStepsPV; ++kk) {
+        unsigned a[kMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          a[mt][0] = ptx::pack_16x2<Element>(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+          a[mt][1] = ptx::pack_16x2<Element>(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+          a[mt][2] = ptx::pack_16x2<Element>(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+          a[mt][3] = ptx::pack_16x2<Element>(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dj = 0; dj < kNTilesO; dj += 2) {
+          unsigned b[4];
+          ptx::ldmatrix_x4_trans(b, v_base + (kk * 16 * kStrideV + dj * 8) * kElemBytes);
+          const unsigned b0[2] = {b[0], b[1]};
+          const unsigned b1[2] = {b[2], b[3]};
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            ptx::mma_m16n8k16<Element>(acc_o[mt][dj], a[mt], b0);
+            ptx::mma_m16n8k16<Element>(acc_o[mt][dj + 1], a[mt], b1);
+          }
+        }
+      }
+    } else {
+      // TF32, keys permuted inside each k-step as in gemm_qk: logical k = t <->
+      // key 2t, k = t + 4 <-> key 2t + 1. Then A = (c0, c2, c1, c3) of the S
+      // accumulator (no shuffles), and B = V(2t, g), V(2t + 1, g), two 4-byte
+      // loads (ldmatrix cannot transpose 32-bit elements).
+      const int g = lane / 4;
+      const int t = lane % 4;
+      const unsigned v_base = ptx::smem_u32(&smem.v[stage][2 * t][g]);
+      constexpr int kRowBytes = Traits::kStrideVBytes;
+#pragma unroll
+      for (int kk = 0; kk < Traits::kKStepsPV; ++kk) {
+        Tf32Frag<4> a[kMTiles];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          const float x[4] = {p[mt][kk][0], p[mt][kk][2], p[mt][kk][1], p[mt][kk][3]};
+          a[mt] = to_tf32(x);
+        }
+#pragma unroll
+        for (int dj = 0; dj < kNTilesO; ++dj) {
+          const unsigned addr = v_base + kk * 8 * kRowBytes + dj * 8 * kElemBytes;
+          const float x[2] = {ptx::u32_as_f32(ptx::lds32(addr)),
+                              ptx::u32_as_f32(ptx::lds32(addr + kRowBytes))};
+          const Tf32Frag<2> b = to_tf32(x);
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) mma_tf32(acc_o[mt][dj], a[mt], b);
+        }
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Masking of one S tile: key j is visible to query i iff j < Sk_b and (causal)
+  // j <= i + causal_offset. Only called on tiles that cross a boundary.
+  // -------------------------------------------------------------------------
+  static __device__ __forceinline__ void apply_mask(AccS& acc_s, int row0, int col0, int seqlen_k,
+                                                    int causal_offset) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = row0 + mt * 16 + half * 8;
+        int limit = seqlen_k;  // first invisible key of this row
+        if constexpr (kIsCausal) limit = imin(limit, row + causal_offset + 1);
+#pragma unroll
+        for (int j = 0; j < kNTilesS; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (col0 + j * 8 + e >= limit) acc_s[mt][j][2 * half + e] = neg_inf();
+          }
+      }
+  }
+
+  // -------------------------------------------------------------------------
+  // Online softmax: update the running max, rescale O and the running sum, and
+  // turn S into P = exp2(S * scale_log2 - max * scale_log2) in place (one FMA
+  // and one MUFU.EX2 per score). Rows that have seen only masked keys keep
+  // max = -inf; they subtract 0 instead so that exp2 gives 0, not NaN.
+  // -------------------------------------------------------------------------
+  static __device__ __forceinline__ void softmax_rescale(AccS& acc_s, AccO& acc_o, RowStat& row_max,
+                                                         RowStat& row_sum, float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = row_max[mt][half];
+#pragma unroll
+        for (int j = 0; j < kNTilesS; ++j) {
+          mx = ptx::fmax(mx, ptx::fmax(acc_s[mt][j][2 * half], acc_s[mt][j][2 * half + 1]));
+        }
+        mx = ptx::quad_max(mx);
+        const float max_scaled = mx == neg_inf() ? 0.f : mx * scale_log2;
+        const float correction = ptx::exp2_approx(row_max[mt][half] * scale_log2 - max_scaled);
+        row_max[mt][half] = mx;
+        float sum = row_sum[mt][half] * correction;
+#pragma unroll
+        for (int dj = 0; dj < kNTilesO; ++dj) {
+          acc_o[mt][dj][2 * half] *= correction;
+          acc_o[mt][dj][2 * half + 1] *= correction;
+        }
+#pragma unroll
+        for (int j = 0; j < kNTilesS; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& s = acc_s[mt][j][2 * half + e];
+            s = ptx::exp2_approx(s * scale_log2 - max_scaled);  // contracted to one FFMA
+            sum += s;
+          }
+        row_sum[mt][half] = sum;  // this lane's partial sum; quad-reduced once at the end
+      }
+  }
+
+  // -------------------------------------------------------------------------
+  // Epilogue: O / rowsum through this warp's own rows of the Q tile (no other
+  // warp reads them), then 16-byte coalesced stores; lse from lane t == 0.
+  // -------------------------------------------------------------------------
+  static __device__ __forceinline__ void store_o(AccO& acc_o, const RowStat& row_max,
+                                                 RowStat& row_sum, SharedStorage& smem,
+                                                 const FwdParams& params, int b, int h, int m_block,
+                                                 int warp, int lane) {
+    const int g = lane / 4;
+    const int t = lane % 4;
+    const int warp_row = warp * Traits::kWarpRows;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float sum = ptx::quad_sum(row_sum[mt][half]);
+        // A row with no visible key has sum 0: O = 0 and lse = -inf, never NaN.
+        const float inv = sum > 0.f ? ptx::rcp_approx(sum) : 0.f;
+#pragma unroll
+        for (int dj = 0; dj < kNTilesO; ++dj) {
+          acc_o[mt][dj][2 * half] *= inv;
+          acc_o[mt][dj][2 * half + 1] *= inv;
+        }
+        const int row = m_block * kBlockM + warp_row + mt * 16 + half * 8 + g;
+        if (params.lse != nullptr && t == 0 && (kIsEven || row < params.seqlen_q)) {
+          const float lse =
+              sum > 0.f ? row_max[mt][half] * params.scale + ptx::log2_approx(sum) * kLn2 : neg_inf();
+          params.lse[b * params.lse_batch_stride + h * params.lse_head_stride + row] = lse;
+        }
+      }
+
+    // Registers -> this warp's rows of smem.q (bank-conflict-free: see FwdTraits pads).
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int dj = 0; dj < kNTilesO; ++dj) {
+          Element* dst = &smem.q[warp_row + mt * 16 + half * 8 + g][dj * 8 + 2 * t];
+          const float x0 = acc_o[mt][dj][2 * half];
+          const float x1 = acc_o[mt][dj][2 * half + 1];
+          if constexpr (kIs16Bit) {
+            ptx::sts32(ptx::smem_u32(dst), ptx::pack_16x2<Element>(x0, x1));
+          } else {
+            ptx::sts64(ptx::smem_u32(dst), ptx::f32_as_u32(x0), ptx::f32_as_u32(x1));
+          }
+        }
+    asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");
+
+    // This warp's rows -> global, one 16-byte chunk per lane per step.
+    Element* o = static_cast<Element*>(params.o) + b * params.o_batch_stride +
+                 h * params.o_head_stride;
+    constexpr int kChunks = Traits::kWarpRows * Traits::kChunksPerRow;
+#pragma unroll
+    for (int c = lane; c < kChunks; c += 32) {
+      const int r = c / Traits::kChunksPerRow;
+      const int col = (c % Traits::kChunksPerRow) * Traits::kChunkElems;
+      const int row = m_block * kBlockM + warp_row + r;
+      if (kIsEven || row < params.seqlen_q) {
+        unsigned v[4];
+        ptx::lds128(v, ptx::smem_u32(&smem.q[warp_row + r][col]));
+        ptx::stg128(o + row * params.o_row_stride + col, v);
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // The kernel body.
+  // -------------------------------------------------------------------------
+  static __device__ void run(const FwdParams& params) {
+    alignas(16) extern __shared__ unsigned char smem_raw[];
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
+
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    // Causal: the last M blocks see the most keys; launch them first.
+    const int m_block = kIsCausal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    const int h = blockIdx.y;
+    const int b = blockIdx.z;
+
+    const int seqlen_q = params.seqlen_q;
+    // kIsEven promises no per-batch key lengths (the host only passes
+    // seqlens_k to padded specializations).
+    const int seqlen_k =
+        (!kIsEven && params.seqlens_k != nullptr) ? params.seqlens_k[b] : params.seqlen_k;
+    // Bottom-right causal alignment: query i sees keys j <= i + causal_offset.
+    const int causal_offset = seqlen_k - seqlen_q;
+
+    // K tiles [0, n_tiles) hold at least one visible key for this M block.
+    int n_tiles = (seqlen_k + kBlockN - 1) / kBlockN;
+    if constexpr (kIsCausal) {
+      const int last_row = imin((m_block + 1) * kBlockM, seqlen_q) - 1;
+      const int keys_end = imax(0, imin(seqlen_k, last_row + causal_offset + 1));
+      n_tiles = imin(n_tiles, (keys_end + kBlockN - 1) / kBlockN);
+    }
+    // Tiles from n_mask_begin on need the mask: the last (partial) tile when
+    // padded, and every tile that reaches past the first row's diagonal.
+    int n_mask_begin = n_tiles;
+    if constexpr (!kIsEven) n_mask_begin = seqlen_k / kBlockN;
+    if constexpr (kIsCausal) {
+      // First key invisible to the block's first row is m_block*kBlockM + causal_offset + 1.
+      const int first_hidden = m_block * kBlockM + causal_offset + 1;
+      n_mask_begin = imin(n_mask_begin, imax(0, first_hidden) / kBlockN);
+    }
+
+    const Element* q = static_cast<const Element*>(params.q) + b * params.q_batch_stride +
+                       h * params.q_head_stride;
+    const Element* k = static_cast<const Element*>(params.k) + b * params.k_batch_stride +
+                       h * params.k_head_stride;
+    const Element* v = static_cast<const Element*>(params.v) + b * params.v_batch_stride +
+                       h * params.v_head_stride;
+
+    // Prologue: Q and the first kStages - 1 K/V tiles, one cp.async group
+    // per tile (Q rides in the first), so wait_group can count tiles.
+    load_tile<kBlockM, kStrideQK>(smem.q, q + m_block * kBlockM * params.q_row_stride,
+                                   params.q_row_stride, seqlen_q - m_block * kBlockM);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_tiles) load_kv(smem, s, s, k, v, params, seqlen_k);
+      ptx::cp_async_commit();
+    }
+
+    AccO acc_o;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int dj = 0; dj < kNTilesO; ++dj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[mt][dj][e] = 0.f;
+    RowStat row_max, row_sum;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        row_max[mt][half] = neg_inf();
+        row_sum[mt][half] = 0.f;
+      }
+
+    const float scale_log2 = params.scale_log2;
+    const int row0 = m_block * kBlockM + warp * Traits::kWarpRows + lane / 4;
+    const int col_lane = 2 * (lane % 4);
+
+    for (int n = 0; n < n_tiles; ++n) {
+      const int stage = n % kStages;
+      if constexpr (kStages == 1) {
+        load_kv(smem, 0, n, k, v, params, seqlen_k);
+        ptx::cp_async_commit();
+      }
+      // Tile n has landed (at most kStages - 2 younger groups in flight) and
+      // every warp is done with tile n - 1, whose stage the next load reuses.
+      ptx::cp_async_wait<(kStages >= 2 ? kStages - 2 : 0)>();
+      __syncthreads();
+      if constexpr (kStages >= 2) {
+        const int next = n + kStages - 1;
+        if (next < n_tiles) load_kv(smem, next % kStages, next, k, v, params, seqlen_k);
+        ptx::cp_async_commit();
+      }
+
+      AccS acc_s;
+      gemm_qk(acc_s, smem, stage, warp, lane);
+      if (n >= n_mask_begin) apply_mask(acc_s, row0, n * kBlockN + col_lane, seqlen_k, causal_offset);
+      softmax_rescale(acc_s, acc_o, row_max, row_sum, scale_log2);
+      gemm_pv(acc_o, acc_s, smem, stage, lane);
+      if constexpr (kStages == 1) __syncthreads();  // the single stage is reloaded next
+    }
+
+    // No cp.async may still target smem.q (e.g. n_tiles == 0 skipped every
+    // wait; with kStages == 1 Q was never committed) when the epilogue reuses it.
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    store_o(acc_o, row_max, row_sum, smem, params, b, h, m_block, warp, lane);
+  }
+
+  /// K and V tile `n_block` into ring stage `stage`.
+  static __device__ __forceinline__ void load_kv(SharedStorage& smem, int stage, int n_block,
+                                                 const Element* k, const Element* v,
+                                                 const FwdParams& params, int seqlen_k) {
+    const int row0 = n_block * kBlockN;
+    load_tile<kBlockN, kStrideQK>(smem.k[stage], k + row0 * params.k_row_stride,
+                                  params.k_row_stride, seqlen_k - row0);
+    load_tile<kBlockN, kStrideV>(smem.v[stage], v + row0 * params.v_row_stride,
+                                 params.v_row_stride, seqlen_k - row0);
+  }
+};
+
+}  // namespace flashjit

@@ -1,0 +1,80 @@
+// Kernel parameter blocks, shared verbatim by the host (runtime/) and the
+// generated kernels (compiled by NVRTC). Plain C++ only: no CUDA keywords, no
+// headers, fixed-width-by-convention types (long long = 64 bit, int = 32 bit
+// on every platform NVRTC and the host compiler target), so the layout is the
+// same on both sides. Strides are in elements; the last dimension (head_dim)
+// is always contiguous.
+#pragma once
+
+namespace flashjit {
+
+/// Forward pass. Tensors are addressed as ptr + b*batch_stride + s*row_stride + h*head_stride + d.
+///   q: [B, Sq, H, D]-like, k, v: [B, Sk, H, D]-like, o like q.
+///   lse: [B, H, Sq] fp32 (natural log), contiguous in Sq; may be null (not written).
+///   seqlens_k: [B] int32 on the device, the valid key length of each batch
+///   entry (<= seqlen_k); null means seqlen_k for every entry.
+struct FwdParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  const int* seqlens_k;
+
+  long long q_batch_stride, q_row_stride, q_head_stride;
+  long long k_batch_stride, k_row_stride, k_head_stride;
+  long long v_batch_stride, v_row_stride, v_head_stride;
+  long long o_batch_stride, o_row_stride, o_head_stride;
+  long long lse_batch_stride, lse_head_stride;
+
+  int batch;
+  int heads;
+  int seqlen_q;
+  int seqlen_k;
+
+  float scale;       ///< softmax scale (default 1/sqrt(D))
+  float scale_log2;  ///< scale * log2(e): the kernel works in base 2 (exp2)
+};
+
+/// Backward pass (templates/bwd_mma.cuh). Same addressing as FwdParams:
+///   q, dq: [B, Sq, H, D]-like; k, v, dk, dv: [B, Sk, H, D]-like; o, dout like q.
+///   lse: [B, H, Sq] fp32 natural-log LSE written by the forward (-inf for rows
+///   that see no key). Gradients are written in the input dtype; dK, dV rows of
+///   keys >= seqlens_k[b] are written as zeros.
+///   dq_accum, dsum: workspace laid out by runtime/bwd_plan (bwd_set_workspace):
+///   dsum [B, H, Sq] fp32; dq_accum [B, H, Sq, D] fp32, only when dQ is
+///   accumulated with atomics (not deterministic), else null.
+struct BwdParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* o;
+  const void* dout;
+  const float* lse;
+  const int* seqlens_k;
+  void* dq;
+  void* dk;
+  void* dv;
+  float* dq_accum;
+  float* dsum;
+
+  long long q_batch_stride, q_row_stride, q_head_stride;
+  long long k_batch_stride, k_row_stride, k_head_stride;
+  long long v_batch_stride, v_row_stride, v_head_stride;
+  long long o_batch_stride, o_row_stride, o_head_stride;
+  long long dout_batch_stride, dout_row_stride, dout_head_stride;
+  long long dq_batch_stride, dq_row_stride, dq_head_stride;
+  long long dk_batch_stride, dk_row_stride, dk_head_stride;
+  long long dv_batch_stride, dv_row_stride, dv_head_stride;
+  long long lse_batch_stride, lse_head_stride;
+
+  int batch;
+  int heads;
+  int seqlen_q;
+  int seqlen_k;
+
+  float scale;       ///< softmax scale (default 1/sqrt(D))
+  float scale_log2;  ///< scale * log2(e)
+};
+
+}  // namespace flashjit

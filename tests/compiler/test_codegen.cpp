@@ -1,0 +1,136 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "compiler/codegen.h"
+#include "compiler/templates.h"
+#include "compiler/tile_config.h"
+#include "runtime/nvrtc.h"
+
+using namespace flashjit;
+
+TEST_CASE("generated source is a prelude around a template include", "[codegen]") {
+  auto spec = KernelSpec::parse("fwd_bf16_d128_causal_padded_sm90");
+  REQUIRE(spec.ok());
+  const std::string src = generate_source(*spec);
+  CHECK_THAT(src, Catch::Contains("// flashjit generated source: " + spec->to_string()));
+  CHECK_THAT(src, Catch::Contains("#include \"flashjit/fwd_mma.cuh\""));
+  CHECK_THAT(src, Catch::Contains("constexpr int kHeadDim = 128;"));
+  CHECK_THAT(src, Catch::Contains("constexpr bool kIsCausal = true;"));
+  CHECK_THAT(src, Catch::Contains("constexpr bool kIsEven = false;"));
+  CHECK_THAT(src, Catch::Contains("using Element = flashjit::bf16_t;"));
+  CHECK_THAT(src, Catch::Contains("constexpr int kSmemBytes = " + std::to_string(smem_bytes(*spec)) + ";"));
+  CHECK_THAT(src, Catch::Contains("extern \"C\" __global__"));
+  CHECK_THAT(src, Catch::Contains("flashjit_fwd("));
+  // No toolkit or host headers: only the embedded templates.
+  CHECK(src.find("#include <") == std::string::npos);
+
+  auto bwd = KernelSpec::parse("bwd_f32ieee_d64_noncausal_even_sm80_det");
+  REQUIRE(bwd.ok());
+  const std::string bsrc = generate_source(*bwd);
+  CHECK_THAT(bsrc, Catch::Contains("using Element = float;"));
+  CHECK_THAT(bsrc, Catch::Contains("flashjit::MathMode::k3xTF32"));
+  CHECK_THAT(bsrc, Catch::Contains("constexpr bool kDeterministic = true;"));
+  for (const std::string& name : kernel_names(*bwd)) CHECK_THAT(bsrc, Catch::Contains(name + "("));
+}
+
+TEST_CASE("templates are embedded and hashed", "[codegen]") {
+  const auto& t = embedded_templates();
+  auto has = [&](const char* name) {
+    for (const auto& e : t) if (std::string(e.name) == name) return e.size > 0;
+    return false;
+  };
+  CHECK(has("flashjit/params.cuh"));
+  CHECK(has("flashjit/ptx.cuh"));
+  CHECK(has("flashjit/fwd_mma.cuh"));
+  CHECK(has("flashjit/bwd_mma.cuh"));
+  CHECK(templates_hash() != 0);
+  CHECK(template_headers().size() == t.size());
+  for (const auto& e : t) {
+    // Templates must not reach for toolkit or standard headers.
+    const std::string text(e.data, e.size);
+    INFO(e.name);
+    CHECK(text.find("#include <") == std::string::npos);
+  }
+}
+
+namespace {
+
+struct CompileCheck {
+  std::string spec;
+  bool ok = false;
+  std::string error;
+  std::vector<std::string> spilling;  // kernels with spills or a stack frame
+  int registers = -1;
+};
+
+// Compiles every spec with NVRTC on two threads (the machine has two cores)
+// and records, per kernel entry, whether ptxas reported spills.
+std::vector<CompileCheck> compile_all(const std::vector<KernelSpec>& specs) {
+  std::vector<CompileCheck> out(specs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < specs.size(); i = next++) {
+      const KernelSpec& s = specs[i];
+      CompileCheck& c = out[i];
+      c.spec = s.to_string();
+      auto r = nvrtc::compile(generate_source(s), c.spec + ".cu", template_headers(),
+                              nvrtc_options(s), true, false);
+      if (!r) { c.error = r.error().message; continue; }
+      c.ok = !r->cubin.empty();
+      for (const std::string& k : kernel_names(s)) {
+        const auto info = nvrtc::parse_ptxas_info(r->log, k);
+        if (k == kernel_names(s).front()) c.registers = info.registers;
+        if (info.registers < 0 || info.spill_stores != 0 || info.spill_loads != 0) {
+          c.spilling.push_back(k + ": regs " + std::to_string(info.registers) + ", spill stores " +
+                               std::to_string(info.spill_stores) + ", spill loads " +
+                               std::to_string(info.spill_loads));
+        }
+      }
+    }
+  };
+  std::thread t1(worker), t2(worker);
+  t1.join();
+  t2.join();
+  return out;
+}
+
+void check_all(const std::vector<CompileCheck>& results) {
+  for (const CompileCheck& c : results) {
+    INFO(c.spec << "\n" << c.error);
+    CHECK(c.ok);
+    for (const std::string& s : c.spilling) {
+      INFO(s);
+      CHECK(false);  // local-memory spills are a performance bug
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("NVRTC compiles every spec of the warm-up grid with no spills", "[codegen][nvrtc]") {
+  REQUIRE(nvrtc::load().ok());
+  check_all(compile_all(seed_grid_specs(Arch::kSm90)));
+}
+
+TEST_CASE("NVRTC compiles the other head dims, f16, det and older arches", "[codegen][nvrtc]") {
+  REQUIRE(nvrtc::load().ok());
+  std::vector<KernelSpec> specs;
+  for (const KernelSpec& s : all_supported_specs(Arch::kSm86)) {
+    // One spec per (direction, head_dim, dtype) corner that the seed grid does not cover.
+    const bool other_hd = s.head_dim == 32 || s.head_dim == 96 || s.head_dim == 256;
+    const bool pick = (other_hd && s.causal && s.padding == SeqPadding::kPadded &&
+                       s.precision != Precision::kIEEE && !s.deterministic) ||
+                      (s.dtype == DType::kF16 && s.head_dim == 128 && s.causal && !s.deterministic &&
+                       s.padding == SeqPadding::kPadded) ||
+                      (s.deterministic && s.head_dim == 128 && !s.causal && s.padding == SeqPadding::kPadded &&
+                       s.dtype == DType::kBF16);
+    if (pick) specs.push_back(s);
+  }
+  for (const KernelSpec& s : seed_grid_specs(Arch::kSm80)) {
+    if (s.head_dim == 128 && s.causal && s.padding == SeqPadding::kPadded) specs.push_back(s);
+  }
+  REQUIRE(specs.size() >= 10);
+  check_all(compile_all(specs));
+}

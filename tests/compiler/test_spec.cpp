@@ -1,0 +1,127 @@
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "compiler/spec.h"
+#include "compiler/tile_config.h"
+
+using namespace flashjit;
+
+TEST_CASE("spec string names every field and round-trips", "[spec]") {
+  for (Arch arch : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90, Arch::kSm90a}) {
+    for (const KernelSpec& s : all_supported_specs(arch)) {
+      const std::string text = s.to_string();
+      auto parsed = KernelSpec::parse(text);
+      INFO(text);
+      REQUIRE(parsed.ok());
+      CHECK(*parsed == s);
+      CHECK(parsed->to_string() == text);
+      CHECK(parsed->hash() == s.hash());
+    }
+  }
+}
+
+TEST_CASE("spec string format", "[spec]") {
+  KernelSpec s;
+  s.direction = Direction::kFwd;
+  s.dtype = DType::kBF16;
+  s.head_dim = 128;
+  s.causal = true;
+  s.padding = SeqPadding::kPadded;
+  s.arch = Arch::kSm90;
+  s.tile = {128, 64, 4, 2};
+  CHECK(s.to_string() == "fwd_bf16_d128_causal_padded_sm90_bm128_bn64_w4_s2");
+  s.dtype = DType::kF32;
+  s.precision = Precision::kIEEE;
+  s.causal = false;
+  s.padding = SeqPadding::kEven;
+  CHECK(s.to_string() == "fwd_f32ieee_d128_noncausal_even_sm90_bm128_bn64_w4_s2");
+  s.direction = Direction::kBwd;
+  s.deterministic = true;
+  CHECK(s.to_string().rfind("bwd_f32ieee_d128_noncausal_even_sm90_det_", 0) == 0);
+}
+
+TEST_CASE("parse fills the tile from the policy when it is omitted", "[spec]") {
+  auto s = KernelSpec::parse("fwd_bf16_d64_noncausal_even_sm90");
+  REQUIRE(s.ok());
+  CHECK_FALSE(s->tile.empty());
+  CHECK(s->tile == choose_tile_config(*s));
+}
+
+TEST_CASE("parse rejects malformed strings with a message naming the field", "[spec]") {
+  struct Bad { const char* text; const char* needle; Status status; };
+  const Bad bad[] = {
+      {"", "direction", Status::kInvalidSpec},
+      {"fwdx_bf16_d128_noncausal_even_sm90", "direction", Status::kInvalidSpec},
+      {"fwd_bf8_d128_noncausal_even_sm90", "dtype", Status::kInvalidSpec},
+      {"fwd_f32_d128_noncausal_even_sm90", "dtype", Status::kInvalidSpec},
+      {"fwd_bf16_128_noncausal_even_sm90", "head dim", Status::kInvalidSpec},
+      {"fwd_bf16_d80_noncausal_even_sm90", "got 80", Status::kUnsupportedHeadDim},
+      {"fwd_bf16_d128_maybe_even_sm90", "mask", Status::kInvalidSpec},
+      {"fwd_bf16_d128_causal_odd_sm90", "padding", Status::kInvalidSpec},
+      {"fwd_bf16_d128_causal_even_sm75", "arch", Status::kInvalidSpec},
+      {"bwd_bf16_d128_causal_even_sm90", "bwd mode", Status::kInvalidSpec},
+      {"fwd_bf16_d128_causal_even_sm90_bm128", "tile suffix", Status::kInvalidSpec},
+      {"fwd_bf16_d128_causal_even_sm90_bm128_bn64_w4_s9", "num_stages", Status::kInvalidSpec},
+      {"fwd_bf16_d128_causal_even_sm90_bm100_bn64_w4_s2", "block_m", Status::kInvalidSpec},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.text);
+    auto s = KernelSpec::parse(b.text);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.status() == b.status);
+    CHECK_THAT(s.error().message, Catch::Contains(b.needle));
+  }
+}
+
+TEST_CASE("validate rejects unsupported combinations", "[spec]") {
+  KernelSpec s;
+  s.head_dim = 80;
+  CHECK(s.validate().status() == Status::kUnsupportedHeadDim);
+  CHECK_THAT(s.validate().error().message, Catch::Contains("got 80"));
+  s.head_dim = 128;
+  s.precision = Precision::kTF32;  // bf16 + tf32
+  CHECK(s.validate().status() == Status::kUnsupportedDType);
+  s.dtype = DType::kF32;
+  s.precision = Precision::kNative;
+  CHECK(s.validate().status() == Status::kUnsupportedDType);
+  s.precision = Precision::kIEEE;
+  CHECK(s.validate().ok());
+  s.deterministic = true;  // fwd
+  CHECK(s.validate().status() == Status::kInvalidSpec);
+}
+
+TEST_CASE("hash is stable and distinguishes specs", "[spec]") {
+  std::set<uint64_t> hashes;
+  const auto specs = all_supported_specs(Arch::kSm90);
+  for (const KernelSpec& s : specs) hashes.insert(s.hash());
+  CHECK(hashes.size() == specs.size());
+  // Stability: the hash is xxh64 of the string, fixed across runs and builds.
+  auto s = KernelSpec::parse("fwd_bf16_d128_noncausal_even_sm90_bm128_bn64_w4_s2");
+  REQUIRE(s.ok());
+  CHECK(s->hash() == s->hash());
+  CHECK(s->hash() != KernelSpec::parse("fwd_bf16_d128_causal_even_sm90_bm128_bn64_w4_s2")->hash());
+}
+
+TEST_CASE("seed grid covers what the seed benchmark needs", "[spec]") {
+  const auto specs = seed_grid_specs(Arch::kSm90);
+  CHECK(specs.size() == 48);  // 2 directions x 3 maths x 2 head dims x causal x padding
+  std::set<std::string> names;
+  for (const KernelSpec& s : specs) {
+    CHECK(s.validate().ok());
+    names.insert(s.to_string());
+  }
+  CHECK(names.size() == specs.size());
+}
+
+TEST_CASE("arch from compute capability", "[spec]") {
+  CHECK(*arch_from_compute_capability(8, 0) == Arch::kSm80);
+  CHECK(*arch_from_compute_capability(8, 6) == Arch::kSm86);
+  CHECK(*arch_from_compute_capability(8, 9) == Arch::kSm89);
+  CHECK(*arch_from_compute_capability(9, 0) == Arch::kSm90);
+  CHECK(*arch_from_compute_capability(9, 0, true) == Arch::kSm90a);
+  auto old = arch_from_compute_capability(7, 5);
+  REQUIRE_FALSE(old.ok());
+  CHECK(old.status() == Status::kUnsupportedArch);
+  CHECK_THAT(old.error().message, Catch::Contains("7.5"));
+}

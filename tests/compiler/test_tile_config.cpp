@@ -1,0 +1,42 @@
+#include <catch2/catch.hpp>
+
+#include "compiler/spec.h"
+#include "compiler/tile_config.h"
+
+using namespace flashjit;
+
+TEST_CASE("tile policy gives a valid config that fits shared memory for every spec", "[tile]") {
+  for (Arch arch : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90, Arch::kSm90a}) {
+    for (const KernelSpec& s : all_supported_specs(arch)) {
+      INFO(s.to_string());
+      CHECK(validate_tile_config(s).ok());
+      CHECK(smem_bytes(s) > 0);
+      CHECK(smem_bytes(s) <= max_smem_bytes(arch));
+      CHECK(threads_per_block(s) == s.tile.num_warps * 32);
+      if (s.direction == Direction::kBwd) CHECK(bwd_dq_smem_bytes(s) <= max_smem_bytes(arch));
+    }
+  }
+}
+
+TEST_CASE("tile policy is a pure function of the spec", "[tile]") {
+  for (const KernelSpec& s : all_supported_specs(Arch::kSm90)) {
+    KernelSpec other = s;
+    other.tile = TileConfig{};
+    CHECK(choose_tile_config(other) == s.tile);
+    CHECK(with_default_tile(other) == s);
+  }
+}
+
+TEST_CASE("tile validation rejects oversized or malformed tiles", "[tile]") {
+  auto s = KernelSpec::parse("fwd_bf16_d256_noncausal_even_sm86");
+  REQUIRE(s.ok());
+  KernelSpec big = *s;
+  big.tile = {256, 256, 8, 4};
+  auto r = validate_tile_config(big);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().message, Catch::Contains("shared memory"));
+  big.tile = {96, 64, 4, 2};
+  CHECK(validate_tile_config(big).status() == Status::kInvalidSpec);
+  big.tile = {128, 64, 3, 2};
+  CHECK_THAT(validate_tile_config(big).error().message, Catch::Contains("num_warps"));
+}

@@ -1,0 +1,96 @@
+// One attention problem on the GPU: random inputs, poisoned outputs, the
+// flashjit launch, and the comparison with the float64 reference.
+#pragma once
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/reference.h"
+#include "runtime/flashjit.h"
+#include "tests/kernels/gpu_util.h"
+
+namespace flashjit::testing {
+
+struct AttentionCase {
+  DType dtype = DType::kBF16;
+  Precision precision = Precision::kNative;
+  int head_dim = 64;
+  bool causal = false;
+  int batch = 2, heads = 3, seqlen_q = 128, seqlen_k = 128;
+  bool bhsd = false;                 ///< [B, H, S, D] instead of [B, S, H, D]
+  std::vector<int> seqlens_k;        ///< per-batch key lengths (empty: none)
+  uint64_t seed = 1;
+
+  std::string name() const {
+    std::ostringstream s;
+    s << to_string(dtype) << (dtype == DType::kF32 ? to_string(precision) : "") << " d" << head_dim
+      << (causal ? " causal" : "") << " B" << batch << " H" << heads << " Sq" << seqlen_q << " Sk"
+      << seqlen_k << (bhsd ? " bhsd" : " bshd") << (seqlens_k.empty() ? "" : " seqlens_k")
+      << " seed" << seed;
+    return s.str();
+  }
+  Problem problem() const {
+    Problem p;
+    p.dtype = dtype;
+    p.precision = precision;
+    p.batch = batch;
+    p.heads = heads;
+    p.seqlen_q = seqlen_q;
+    p.seqlen_k = seqlen_k;
+    p.head_dim = head_dim;
+    p.causal = causal;
+    return p;
+  }
+  int key_len(int b) const { return seqlens_k.empty() ? seqlen_k : seqlens_k[b]; }
+};
+
+/// [B, S, H, D] host data -> device bytes in the case's layout.
+inline std::vector<char> to_layout(const std::vector<float>& bshd_data, const AttentionCase& c, int seq) {
+  if (!c.bhsd) return encode(bshd_data, c.dtype);
+  std::vector<float> t(bshd_data.size());
+  const int H = c.heads, D = c.head_dim;
+  for (int b = 0; b < c.batch; ++b)
+    for (int s = 0; s < seq; ++s)
+      for (int h = 0; h < H; ++h)
+        std::copy_n(&bshd_data[((size_t(b) * seq + s) * H + h) * D], D,
+                    &t[((size_t(b) * H + h) * seq + s) * D]);
+  return encode(t, c.dtype);
+}
+
+/// Device bytes in the case's layout -> [B, S, H, D] floats.
+inline std::vector<float> from_layout(const std::vector<char>& bytes, const AttentionCase& c, int seq) {
+  std::vector<float> v = decode(bytes, c.dtype);
+  if (!c.bhsd) return v;
+  std::vector<float> t(v.size());
+  const int H = c.heads, D = c.head_dim;
+  for (int b = 0; b < c.batch; ++b)
+    for (int s = 0; s < seq; ++s)
+      for (int h = 0; h < H; ++h)
+        std::copy_n(&v[((size_t(b) * H + h) * seq + s) * D], D, &t[((size_t(b) * seq + s) * H + h) * D]);
+  return t;
+}
+
+inline TensorView view(const driver::DeviceBuffer& buf, const AttentionCase& c, int seq) {
+  return c.bhsd ? bhsd(buf.ptr(), c.batch, seq, c.heads, c.head_dim)
+                : bshd(buf.ptr(), c.batch, seq, c.heads, c.head_dim);
+}
+
+/// Reference results of one batch entry, computed on a problem of that entry's
+/// key length (how per-batch key lengths are defined).
+struct BatchReference {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+inline int host_threads() { return std::max(1u, std::min(16u, std::thread::hardware_concurrency())); }
+
+/// Slices batch `b` (rows [0, rows) of a [B, S, H, D] tensor).
+inline std::vector<float> batch_slice(const std::vector<float>& t, const AttentionCase& c, int b, int seq, int rows) {
+  const size_t row = size_t(c.heads) * c.head_dim;
+  auto first = t.begin() + size_t(b) * seq * row;
+  return std::vector<float>(first, first + size_t(rows) * row);
+}
+
+}  // namespace flashjit::testing

@@ -1,0 +1,247 @@
+// Forward kernels against the float64 reference, over the spec grid: every
+// dtype/precision, head_dim, causal with Sq != Sk both ways, ragged lengths,
+// both layouts, per-batch key lengths, a large batch, several seeds.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "tests/kernels/attention_case.h"
+
+using namespace flashjit;
+using namespace flashjit::testing;
+
+namespace {
+
+Context& context() {
+  static std::unique_ptr<Context> ctx = [] {
+    auto c = Context::create();
+    if (!c) throw std::runtime_error(c.error().message);
+    return std::move(c.value());
+  }();
+  return *ctx;
+}
+
+struct ForwardCheck {
+  ErrorNorm o, lse;
+  std::string spec;
+};
+
+// The query rows whose reference is computed: all of them for small problems,
+// else a random sample plus both ends (where the masks and tails are).
+std::vector<int> rows_to_check(const AttentionCase& c) {
+  if (size_t(c.seqlen_q) * c.seqlen_k <= 1500u * 1500u) return {};
+  std::vector<int> rows;
+  for (int i = 0; i < 16 && i < c.seqlen_q; ++i) rows.push_back(i);
+  for (int i = std::max(0, c.seqlen_q - 16); i < c.seqlen_q; ++i) rows.push_back(i);
+  std::mt19937 rng(uint32_t(c.seed));
+  for (int i = 0; i < 96; ++i) rows.push_back(int(rng() % c.seqlen_q));
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+ForwardCheck run_forward(const AttentionCase& c) {
+  const Problem p0 = c.problem();
+  const size_t q_elems = size_t(c.batch) * c.seqlen_q * c.heads * c.head_dim;
+  const size_t k_elems = size_t(c.batch) * c.seqlen_k * c.heads * c.head_dim;
+  const auto q = random_inputs(q_elems, c.dtype, c.seed * 3 + 0);
+  const auto k = random_inputs(k_elems, c.dtype, c.seed * 3 + 1);
+  const auto v = random_inputs(k_elems, c.dtype, c.seed * 3 + 2);
+
+  auto dq = upload(to_layout(q, c, c.seqlen_q));
+  auto dk = upload(to_layout(k, c, c.seqlen_k));
+  auto dv = upload(to_layout(v, c, c.seqlen_k));
+  auto dout = poisoned(q_elems * dtype_size(c.dtype));
+  auto dlse = poisoned(size_t(c.batch) * c.heads * c.seqlen_q * sizeof(float));
+  driver::DeviceBuffer dlens;
+  Problem p = p0;
+  if (!c.seqlens_k.empty()) {
+    std::vector<char> bytes(c.seqlens_k.size() * sizeof(int));
+    std::memcpy(bytes.data(), c.seqlens_k.data(), bytes.size());
+    dlens = upload(bytes);
+    p.seqlens_k = static_cast<const int*>(dlens.ptr());
+  }
+
+  ForwardArgs a;
+  a.problem = p;
+  a.q = view(dq, c, c.seqlen_q);
+  a.k = view(dk, c, c.seqlen_k);
+  a.v = view(dv, c, c.seqlen_k);
+  a.o = view(dout, c, c.seqlen_q);
+  a.lse = static_cast<float*>(dlse.ptr());
+  auto info = context().forward(a);
+  if (!info) throw std::runtime_error(info.error().message);
+  if (auto r = driver::context_synchronize(); !r) throw std::runtime_error(r.error().message);
+
+  const auto out = from_layout(download(dout), c, c.seqlen_q);
+  std::vector<float> lse(size_t(c.batch) * c.heads * c.seqlen_q);
+  {
+    auto bytes = download(dlse);
+    std::memcpy(lse.data(), bytes.data(), bytes.size());
+  }
+
+  ForwardCheck check;
+  check.spec = info->spec.to_string();
+  const std::vector<int> rows = rows_to_check(c);
+  const double scale = 1.0 / std::sqrt(double(c.head_dim));
+  for (int b = 0; b < c.batch; ++b) {
+    const int sk = c.key_len(b);
+    bench::RefShape shape{1, c.heads, c.seqlen_q, std::max(sk, 1), c.head_dim, c.causal, scale};
+    std::vector<double> ro(size_t(c.seqlen_q) * c.heads * c.head_dim, 0.0);
+    std::vector<double> rl(size_t(c.heads) * c.seqlen_q, -std::numeric_limits<double>::infinity());
+    if (sk > 0) {
+      const auto qb = batch_slice(q, c, b, c.seqlen_q, c.seqlen_q);
+      const auto kb = batch_slice(k, c, b, c.seqlen_k, sk);
+      const auto vb = batch_slice(v, c, b, c.seqlen_k, sk);
+      bench::RefSelection sel;
+      sel.rows = rows;
+      bench::reference_forward(shape, qb.data(), kb.data(), vb.data(), ro.data(), rl.data(), sel,
+                               host_threads());
+    }
+    const std::vector<int> all_rows = [&] {
+      if (!rows.empty()) return rows;
+      std::vector<int> r(c.seqlen_q);
+      for (int i = 0; i < c.seqlen_q; ++i) r[i] = i;
+      return r;
+    }();
+    for (int h = 0; h < c.heads; ++h) {
+      for (int i : all_rows) {
+        // With per-batch key lengths, causal alignment uses the entry's own length.
+        const bool sees_none = sk == 0 || (c.causal && i + sk - c.seqlen_q < 0);
+        for (int d = 0; d < c.head_dim; ++d) {
+          const double ref = sees_none ? 0.0 : ro[(size_t(i) * c.heads + h) * c.head_dim + d];
+          check.o.add(out[((size_t(b) * c.seqlen_q + i) * c.heads + h) * c.head_dim + d], ref);
+        }
+        const double ref_lse = sees_none ? -std::numeric_limits<double>::infinity()
+                                         : rl[size_t(h) * c.seqlen_q + i];
+        check.lse.add(lse[(size_t(b) * c.heads + h) * c.seqlen_q + i], ref_lse);
+      }
+    }
+  }
+  return check;
+}
+
+void check_case(const AttentionCase& c) {
+  INFO(c.name());
+  ForwardCheck r;
+  REQUIRE_NOTHROW(r = run_forward(c));
+  INFO(r.spec << ": rel_err O " << r.o.rel() << ", lse " << r.lse.rel() << ", max_abs " << r.o.max_abs);
+  const double tol = forward_tolerance(c.dtype, c.precision);
+  CHECK(r.o.nan == 0);
+  CHECK(r.lse.nan == 0);
+  CHECK(r.lse.inf_mismatch == 0);
+  CHECK(r.o.rel() <= tol);
+  CHECK(r.lse.rel() <= tol);
+}
+
+struct Math { DType dtype; Precision precision; };
+const Math kMaths[] = {{DType::kBF16, Precision::kNative},
+                       {DType::kF16, Precision::kNative},
+                       {DType::kF32, Precision::kTF32},
+                       {DType::kF32, Precision::kIEEE}};
+
+}  // namespace
+
+TEST_CASE("forward: every dtype and head_dim, even and ragged, causal with Sq != Sk", "[gpu][fwd]") {
+  for (const Math& m : kMaths) {
+    for (int hd : kSupportedHeadDims) {
+      struct Len { int sq, sk; bool causal; };
+      const Len lens[] = {{128, 128, false}, {1, 1, false},    {17, 17, true},  {600, 1500, true},
+                          {1500, 600, true}, {600, 600, false}, {256, 128, false}};
+      for (const Len& l : lens) {
+        AttentionCase c;
+        c.dtype = m.dtype;
+        c.precision = m.precision;
+        c.head_dim = hd;
+        c.seqlen_q = l.sq;
+        c.seqlen_k = l.sk;
+        c.causal = l.causal;
+        c.seed = 7 + hd + l.sq;
+        check_case(c);
+      }
+    }
+  }
+}
+
+TEST_CASE("forward: long and ragged sequences of the seed grid", "[gpu][fwd]") {
+  for (const Math& m : {kMaths[0], kMaths[2], kMaths[3]}) {
+    for (int hd : {64, 128}) {
+      for (int s : {1500, 3000, 4096, 8192}) {
+        for (bool causal : {false, true}) {
+          AttentionCase c;
+          c.dtype = m.dtype;
+          c.precision = m.precision;
+          c.head_dim = hd;
+          c.batch = 1;
+          c.heads = 2;
+          c.seqlen_q = c.seqlen_k = s;
+          c.causal = causal;
+          c.seed = 100 + s;
+          check_case(c);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("forward: cross attention both ways, causal and not, several seeds", "[gpu][fwd]") {
+  for (uint64_t seed : {1, 2, 3}) {
+    for (bool causal : {false, true}) {
+      for (auto [sq, sk] : {std::pair{3000, 600}, std::pair{600, 3000}, std::pair{17, 4096},
+                            std::pair{4096, 17}}) {
+        AttentionCase c;
+        c.head_dim = 128;
+        c.seqlen_q = sq;
+        c.seqlen_k = sk;
+        c.causal = causal;
+        c.seed = seed;
+        check_case(c);
+      }
+    }
+  }
+}
+
+TEST_CASE("forward: [B, H, S, D] layout through strides", "[gpu][fwd]") {
+  for (const Math& m : kMaths) {
+    AttentionCase c;
+    c.dtype = m.dtype;
+    c.precision = m.precision;
+    c.head_dim = 64;
+    c.seqlen_q = 600;
+    c.seqlen_k = 1500;
+    c.causal = true;
+    c.bhsd = true;
+    check_case(c);
+  }
+}
+
+TEST_CASE("forward: per-batch key lengths", "[gpu][fwd]") {
+  for (bool causal : {false, true}) {
+    for (const Math& m : {kMaths[0], kMaths[3]}) {
+      AttentionCase c;
+      c.dtype = m.dtype;
+      c.precision = m.precision;
+      c.head_dim = 128;
+      c.batch = 4;
+      c.seqlen_q = 300;
+      c.seqlen_k = 700;
+      c.causal = causal;
+      c.seqlens_k = {700, 1, 0, 333};
+      check_case(c);
+    }
+  }
+}
+
+TEST_CASE("forward: large batch", "[gpu][fwd]") {
+  AttentionCase c;
+  c.head_dim = 64;
+  c.batch = 64;
+  c.heads = 2;
+  c.seqlen_q = c.seqlen_k = 384;
+  check_case(c);
+  c.causal = true;
+  c.seqlen_k = 200;
+  check_case(c);
+}

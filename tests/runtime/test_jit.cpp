@@ -1,0 +1,177 @@
+// The JIT pipeline through the public Context: cache outcomes and stage times,
+// key sensitivity, the warm cache without NVRTC, and a GPU-less launch.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <atomic>
+
+#include "runtime/driver.h"
+#include "runtime/flashjit.h"
+#include "runtime/jit.h"
+#include "runtime/nvrtc.h"
+
+using namespace flashjit;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/flashjit-jit-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::unique_ptr<Context> make_context(const std::string& dir, std::vector<CompileRecord>* records = nullptr) {
+  ContextOptions o;
+  o.cache.dir = dir;
+  o.cache.readonly_dirs.clear();
+  o.cache.disk_enabled = true;
+  o.arch = Arch::kSm90;
+  if (records) o.on_compile = [records](const CompileRecord& r) { records->push_back(r); };
+  auto ctx = Context::create(o);
+  REQUIRE(ctx.ok());
+  return std::move(ctx.value());
+}
+
+// Runs a shell command, returns (exit code, output).
+std::pair<int, std::string> run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const char* kSpec = "fwd_bf16_d64_noncausal_padded_sm90";
+
+}  // namespace
+
+TEST_CASE("compile: cold, memory hit, disk hit, with stage times", "[jit][nvrtc]") {
+  REQUIRE(nvrtc::available());
+  TempDir dir;
+  std::vector<CompileRecord> records;
+  auto spec = KernelSpec::parse(kSpec);
+  REQUIRE(spec.ok());
+  {
+    auto ctx = make_context(dir.path, &records);
+    auto cold = ctx->compile(*spec);
+    REQUIRE(cold.ok());
+    CHECK(cold->outcome == CacheOutcome::kCompiled);
+    CHECK(cold->spec == spec->to_string());
+    CHECK(cold->key.size() == 16);
+    CHECK(cold->codegen_s > 0);
+    CHECK(cold->nvrtc_s > 0);
+    CHECK(cold->compile_s >= cold->codegen_s + cold->nvrtc_s);
+    CHECK(cold->registers > 0);
+    CHECK(cold->spill_bytes == 0);
+    REQUIRE(records.size() == 1);
+
+    auto hot = ctx->compile(*spec);
+    REQUIRE(hot.ok());
+    CHECK(hot->outcome == CacheOutcome::kMemoryHit);
+    CHECK(hot->nvrtc_s == 0);
+    CHECK(hot->compile_s < cold->compile_s / 100);
+    CHECK(records.size() == 1);  // memory hits are not reported
+  }
+  // A new process-like context on the same directory reads the disk entry.
+  auto ctx2 = make_context(dir.path, &records);
+  auto disk = ctx2->compile(*spec);
+  REQUIRE(disk.ok());
+  CHECK(disk->outcome == CacheOutcome::kDiskHit);
+  CHECK(disk->nvrtc_s == 0);
+  CHECK(disk->codegen_s == 0);
+  CHECK(records.size() == 2);
+  int entries = 0;
+  for (auto& e : fs::directory_iterator(dir.path)) entries += e.path().extension() == ".fjc";
+  CHECK(entries == 1);
+}
+
+TEST_CASE("cache key covers spec, templates, NVRTC version, arch, options, version", "[jit]") {
+  auto a = KernelSpec::parse("fwd_bf16_d128_noncausal_even_sm90");
+  auto b = KernelSpec::parse("fwd_bf16_d128_noncausal_even_sm80");
+  auto c = KernelSpec::parse("fwd_bf16_d128_causal_even_sm90");
+  REQUIRE((a.ok() && b.ok() && c.ok()));
+  const CacheKey ka = cache_key(*a), kb = cache_key(*b), kc = cache_key(*c);
+  CHECK(ka.hash() != kb.hash());
+  CHECK(ka.hash() != kc.hash());
+  CHECK(ka.hash() == cache_key(*a).hash());
+  CHECK_THAT(ka.text, Catch::Contains("spec=" + a->to_string()));
+  CHECK_THAT(ka.text, Catch::Contains("templates="));
+  CHECK_THAT(ka.text, Catch::Contains("nvrtc="));
+  CHECK_THAT(ka.text, Catch::Contains("arch=sm_90"));
+  CHECK_THAT(ka.text, Catch::Contains("options=--gpu-architecture=sm_90"));
+  CHECK_THAT(ka.text, Catch::Contains(std::string("flashjit=") + version()));
+  CHECK(ka.file_name().rfind(a->to_string() + "-", 0) == 0);
+}
+
+TEST_CASE("a warm cache works without NVRTC", "[jit][nvrtc]") {
+  REQUIRE(nvrtc::available());
+  TempDir dir;
+  {
+    auto ctx = make_context(dir.path);
+    REQUIRE(ctx->compile(*KernelSpec::parse(kSpec)).ok());
+  }
+  // A fresh process that cannot load NVRTC: the cached spec is served, an
+  // uncached one fails with a message that says NVRTC is missing.
+  const std::string env = "FLASHJIT_CACHE_PATH= FLASHJIT_NVRTC_PATH=/nonexistent/libnvrtc.so FLASHJIT_CACHE_DIR=" + dir.path;
+  const std::string warmup = std::string(FLASHJIT_BINARY_DIR) + "/flashjit-warmup --arch sm90 ";
+  auto [code, out] = run(env + " " + warmup + kSpec);
+  INFO(out);
+  CHECK(code == 0);
+  CHECK_THAT(out, Catch::Contains("disk_hit"));
+  auto [code2, out2] = run(env + " " + warmup + "fwd_bf16_d128_causal_padded_sm90");
+  INFO(out2);
+  CHECK(code2 != 0);
+  CHECK_THAT(out2, Catch::Contains("NVRTC"));
+}
+
+TEST_CASE("in-process compiles of one spec from many threads compile once", "[jit][nvrtc]") {
+  REQUIRE(nvrtc::available());
+  TempDir dir;
+  std::vector<CompileRecord> records;
+  auto ctx = make_context(dir.path, &records);
+  auto spec = *KernelSpec::parse("fwd_bf16_d32_noncausal_even_sm90");
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&] { ok += ctx->compile(spec).ok(); });
+  for (auto& t : threads) t.join();
+  CHECK(ok == 4);
+  CHECK(records.size() == 1);
+}
+
+TEST_CASE("without a GPU, a valid forward fails with a driver status, after validation", "[jit]") {
+  if (driver::available()) {
+    SUCCEED("a GPU is present; the GPU tests cover launches");
+    return;
+  }
+  TempDir dir;
+  auto ctx = make_context(dir.path);
+  Problem p;
+  p.batch = 1; p.heads = 1; p.seqlen_q = 128; p.seqlen_k = 128; p.head_dim = 64;
+  alignas(16) static char buf[1 << 16];
+  ForwardArgs a;
+  a.problem = p;
+  a.q = a.k = a.v = a.o = bshd(buf, 1, 128, 1, 64);
+  auto r = ctx->forward(a);
+  REQUIRE_FALSE(r.ok());
+  CHECK((r.status() == Status::kDriverUnavailable || r.status() == Status::kNoDevice ||
+         r.status() == Status::kCudaError));
+  CHECK_FALSE(r.error().message.empty());
+  // Validation comes first: a bad head_dim is reported as such, not as a missing GPU.
+  a.problem.head_dim = 80;
+  CHECK(ctx->forward(a).status() == Status::kUnsupportedHeadDim);
+}
