@@ -630,6 +630,9 @@ class TorchRunner:
             fill_timing(row, r, inner, per_call)
             if self.cuda and not self.args.no_graph:
                 self.graph(r, row, call, sets, inner)
+        del sets
+        if self.cuda:
+            torch.cuda.empty_cache()  # the math backend's [S, S] blocks must not crowd the next row
         return row
 
     def graph(self, r, row, call, sets, inner):

@@ -1,7 +1,9 @@
 // The public C++ API: validation, spec selection and launches.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <mutex>
 
 #include "compiler/tile_config.h"
@@ -98,6 +100,29 @@ Result<void> validate_tensor(const char* name, const TensorView& t, const Proble
     return make_error(Status::kUnsupportedStride,
                       fmt::format("{}.seq_stride {} is smaller than head_dim {}: rows would overlap",
                                   name, t.seq_stride, p.head_dim));
+  }
+  return {};
+}
+
+// Outputs must not alias themselves: sorted by stride, each axis must step
+// past everything the smaller axes span (else two threads write one element).
+Result<void> validate_output(const char* name, const TensorView& t, const Problem& p, int seq) {
+  if (auto r = validate_tensor(name, t, p, seq); !r) return r;
+  struct Axis { const char* axis; int64_t stride; int64_t extent; };
+  Axis axes[] = {{"batch_stride", t.batch_stride, p.batch},
+                 {"seq_stride", t.seq_stride, seq},
+                 {"head_stride", t.head_stride, p.heads}};
+  std::sort(std::begin(axes), std::end(axes), [](const Axis& a, const Axis& b) { return a.stride < b.stride; });
+  int64_t span = p.head_dim;  // elements covered by the axes inside this one
+  for (const Axis& a : axes) {
+    if (a.extent <= 1) continue;
+    if (a.stride < span) {
+      return make_error(Status::kUnsupportedStride,
+                        fmt::format("output {}.{} = {} overlaps the {} elements spanned by the inner "
+                                    "axes: outputs may not alias",
+                                    name, a.axis, a.stride, span));
+    }
+    span = a.stride * a.extent;
   }
   return {};
 }
@@ -217,7 +242,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   if (auto r = validate_tensor("q", a.q, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_tensor("k", a.k, p, p.seqlen_k); !r) return r.error();
   if (auto r = validate_tensor("v", a.v, p, p.seqlen_k); !r) return r.error();
-  if (auto r = validate_tensor("o", a.o, p, p.seqlen_q); !r) return r.error();
+  if (auto r = validate_output("o", a.o, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
   auto spec = spec_for(p, Direction::kFwd);
   if (!spec) return spec.error();
@@ -276,9 +301,9 @@ Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
   if (auto r = validate_tensor("v", a.v, p, p.seqlen_k); !r) return r.error();
   if (auto r = validate_tensor("o", a.o, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_tensor("dout", a.dout, p, p.seqlen_q); !r) return r.error();
-  if (auto r = validate_tensor("dq", a.dq, p, p.seqlen_q); !r) return r.error();
-  if (auto r = validate_tensor("dk", a.dk, p, p.seqlen_k); !r) return r.error();
-  if (auto r = validate_tensor("dv", a.dv, p, p.seqlen_k); !r) return r.error();
+  if (auto r = validate_output("dq", a.dq, p, p.seqlen_q); !r) return r.error();
+  if (auto r = validate_output("dk", a.dk, p, p.seqlen_k); !r) return r.error();
+  if (auto r = validate_output("dv", a.dv, p, p.seqlen_k); !r) return r.error();
   if (!a.lse) return make_error(Status::kNullPointer, "lse is null (backward needs the forward's lse)");
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
   auto spec = spec_for(p, Direction::kBwd, a.deterministic);

@@ -73,10 +73,12 @@ std::vector<BwdLaunch> bwd_launch_plan(const KernelSpec& spec, const BwdShape& s
   if (spec.deterministic) {
     // The dq kernel writes dQ itself; no postprocess.
     const unsigned q_blocks = ceil_div(shape.seqlen_q, t.block_m);
+    // BwdKernel::kDqSplitD: two warps per 16 query rows for hd256.
+    const unsigned dq_split_d = spec.head_dim > 128 ? 2 : 1;
     if (q_blocks > 0) {
       plan.push_back({"flashjit_bwd_dq",
                       {q_blocks, heads, batch},
-                      {static_cast<unsigned>(t.block_m) / kMmaRows * kWarpSize, 1, 1},
+                      {static_cast<unsigned>(t.block_m) / kMmaRows * dq_split_d * kWarpSize, 1, 1},
                       bwd_dq_smem_bytes(spec)});
     }
   } else if (q_rows_blocks > 0) {

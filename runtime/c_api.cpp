@@ -82,7 +82,8 @@ flashjit_status null_pointer(const char* function, const char* argument) noexcep
 }
 
 // Runs `body` (which returns a flashjit_status) with the last error cleared
-// first and every exception turned into FLASHJIT_ERROR_INTERNAL.
+// first. No exception crosses the C boundary: std::bad_alloc becomes
+// FLASHJIT_ERROR_OUT_OF_MEMORY, anything else FLASHJIT_ERROR_INTERNAL.
 template <class Body>
 flashjit_status guarded(const char* function, Body&& body) noexcept {
   clear_error();

@@ -489,9 +489,12 @@ struct BwdKernel {
   // Columns per pass of a warp's dQ product (all: dS is read once).
   static constexpr int kDqColsPerPass = kDqColsPerWarp;
   // Deterministic dq kernel: one warp per 16 Q rows, K/V streamed in steps of
-  // kDqBlockN rows (64; 32 for fp32 or hd256, whose dQ and fragments take
-  // more registers) so S, dP and dQ stay in registers.
-  static constexpr int kDqThreads = kBlockM / bwd::kMmaM * bwd::kWarpSize;
+  // kDqBlockN rows so S, dP and dQ stay in registers: 64 for 16-bit inputs up
+  // to hd128, 32 for fp32 (wider fragments) or hd256.
+  // For hd256 two warps share a Q slab and split dQ's columns (16 x 256 f32
+  // would be 128 registers), each recomputing the slab's S and dP.
+  static constexpr int kDqSplitD = kHeadDim > 128 ? 2 : 1;
+  static constexpr int kDqThreads = kBlockM / bwd::kMmaM * kDqSplitD * bwd::kWarpSize;
   static constexpr int kDqBlockN =
       bwd::min_int(kBlockN, sizeof(E) == 2 && kHeadDim <= 128 ? 64 : 32);
 
@@ -836,14 +839,17 @@ struct BwdKernel {
       extern __shared__ bwd::Vec16 smem_chunks[];
       DqStorage& s = *reinterpret_cast<DqStorage*>(smem_chunks);
       constexpr int kTilesN = kDqBlockN / bwd::kMmaN;
-      constexpr int kTilesD = kHeadDim / bwd::kMmaN;
+      constexpr int kCols = kHeadDim / kDqSplitD;  // dQ columns of one warp
+      constexpr int kTilesD = kCols / bwd::kMmaN;
       constexpr int kDBytes = kHeadDim * int(sizeof(E));
+      constexpr int kSlabs = kBlockM / bwd::kMmaM;
 
       const Problem pr(p, blockIdx.z, blockIdx.y);
       const int m0 = blockIdx.x * kBlockM;
       const int tid = threadIdx.x, lane = tid % bwd::kWarpSize, warp = tid / bwd::kWarpSize;
       const int g = lane / 4, t = lane % 4;
-      const int row0 = warp * bwd::kMmaM;
+      const int row0 = (warp % kSlabs) * bwd::kMmaM;
+      const int col0 = (warp / kSlabs) * kCols;
 
       // Keys seen by the last valid query of the tile.
       const int last_q = bwd::min_int(m0 + kBlockM, pr.seqlen_q) - 1;
@@ -919,7 +925,7 @@ struct BwdKernel {
         }
         // dQ += dS K
         bwd::gemm_rt<E, Mma, kTilesD, kTilesN>(
-            acc_dq, [&](int kk) { return Mma::a_from_acc(acc_dp, kk); }, k_base, DqKvTile::kRowBytes, 0, lane);
+            acc_dq, [&](int kk) { return Mma::a_from_acc(acc_dp, kk); }, k_base, DqKvTile::kRowBytes, col0, lane);
         __syncthreads();  // this stage's K/V may be overwritten next
         if constexpr (kStages == 1) {
           if (n_blk + 1 < num_n) load_kv_tile(n_blk + 1, 0);
@@ -932,7 +938,7 @@ struct BwdKernel {
         for (int i = 0; i < 4; ++i) acc_dq[j][i] *= p.scale;
       }
       E* dq_out = at<E>(p.dq, p.dq_batch_stride, p.dq_head_stride, pr) + m0 * p.dq_row_stride;
-      store_acc(dq_out, p.dq_row_stride, acc_dq, row0, 0, pr.seqlen_q - m0, lane);
+      store_acc(dq_out, p.dq_row_stride, acc_dq, row0, col0, pr.seqlen_q - m0, lane);
     }
   }
 

@@ -49,9 +49,8 @@ struct SpecFlags {
   std::vector<CLI::Option*> options;  ///< to tell whether any flag was given
   CLI::Option* arch_option = nullptr;
 
-  /// Adds the flags to `app`.
-  void add_to(CLI::App* app) {
-    const char* g = "Spec (instead of a spec string)";
+  /// Adds the flags to `app`, under the help heading `g`.
+  void add_to(CLI::App* app, const char* g = "Spec (instead of a spec string)") {
     options = {
         app->add_option("--direction", direction, "fwd or bwd")->group(g),
         app->add_option("--dtype", dtype, "bf16, f16 or f32")->group(g),

@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   int jobs = hw > 0 ? static_cast<int>(hw) : 1;
   flashjit::tools::SpecFlags flags;
   app.add_option("specs", spec_strings, "canonical spec strings (the tile suffix may be omitted)");
-  flags.add_to(&app);  // one spec from flags; --arch also sets the arch of --grid and the context
+  flags.add_to(&app, "One spec from flags (--arch also applies to --grid and --specs-json objects)");
   app.add_option("--specs-json", specs_json,
                  "JSON array of spec strings or objects {direction, dtype, precision, head_dim, "
                  "causal, padding, arch, deterministic}")
@@ -244,7 +244,8 @@ int main(int argc, char** argv) {
     return kExitError;
   }
 
-  std::fprintf(stderr, "flashjit-warmup: %zu specs, %d jobs, cache %s\n", specs.size(), jobs,
+  const int n_threads = std::min<int>(jobs, static_cast<int>(specs.size()));
+  std::fprintf(stderr, "flashjit-warmup: %zu specs, %d jobs, cache %s\n", specs.size(), n_threads,
                (*ctx)->disk_cache().options().dir.c_str());
   std::vector<Outcome> outcomes(specs.size());
   std::atomic<size_t> next{0};
@@ -272,7 +273,6 @@ int main(int argc, char** argv) {
     }
   };
   std::vector<std::thread> threads;
-  const int n_threads = std::min<int>(jobs, static_cast<int>(specs.size()));
   for (int t = 0; t < n_threads; ++t) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
