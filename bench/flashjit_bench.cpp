@@ -83,7 +83,7 @@ struct Options {
   bool deterministic = false;
   bool no_graph = false;
   bool no_check = false;
-  std::string arch = "sm90a";  ///< for --list without a GPU
+  std::string arch = "sm90";  ///< for --list without a GPU (what the library picked on the H200)
   int device = 0;
   double target_ms = 50;
   int reps = 7;
@@ -92,7 +92,7 @@ struct Options {
   int graph_max_calls = 1000;
   int max_inner = 10000;
   double rotate_l2_factor = 3.0;
-  int max_sets = 64;
+  int max_sets = 128;
   int ref_rows = 256;
   int ref_full_seq = 1024;
   int threads = 0;  ///< 0: hardware threads, at most 16
@@ -1246,7 +1246,7 @@ int run(int argc, char** argv) {
   app.add_option("--graph-max-calls", o.graph_max_calls, "calls captured in the graph at most (default 1000)");
   app.add_option("--max-inner", o.max_inner, "calls per repetition at most (default 10000)");
   app.add_option("--rotate-l2-factor", o.rotate_l2_factor, "rotation footprint in units of the L2 (default 3)");
-  app.add_option("--max-sets", o.max_sets, "rotation sets at most (default 64)");
+  app.add_option("--max-sets", o.max_sets, "rotation sets at most (default 128)");
   app.add_option("--ref-rows", o.ref_rows, "query rows checked on large problems (default 256)");
   app.add_option("--ref-full-seq", o.ref_full_seq, "full check when Sq*Sk <= this^2 (default 1024)");
   app.add_option("--threads", o.threads, "host threads for the reference (default: cores, at most 16)");

@@ -108,7 +108,7 @@ def parse_args(argv):
     p.add_argument("--graph-max-calls", type=int, default=1000)
     p.add_argument("--max-inner", type=int, default=10000)
     p.add_argument("--rotate-l2-factor", type=float, default=3.0)
-    p.add_argument("--max-sets", type=int, default=64)
+    p.add_argument("--max-sets", type=int, default=128)
     p.add_argument("--l2-mb", type=float, default=0,
                    help="L2 size for the rotation (default: torch reads it; JAX assumes 60, the H200's)")
     p.add_argument("--ref-rows", type=int, default=256)
@@ -463,6 +463,19 @@ def first_line(e):
 # torch
 # ---------------------------------------------------------------------------
 
+def sdpa_reasons(caught):
+    """torch's reasons for rejecting a backend, from its warnings: the headers ("Flash
+    attention kernel not used because:") and source locations dropped."""
+    out = []
+    for w in caught:
+        text = str(w.message).split("(Triggered internally")[0].strip()
+        for line in text.splitlines():
+            line = line.strip()
+            if line and not line.endswith("because:") and line not in out:
+                out.append(line)
+    return out
+
+
 class TorchRunner:
     def __init__(self, args, o):
         import torch
@@ -596,12 +609,9 @@ class TorchRunner:
                 outs = call(sets[0])
                 self.sync()
             except RuntimeError as e:
-                reasons = [str(w.message).strip().splitlines()[0] for w in caught
-                           if "kernel" in str(w.message).lower() or "support" in str(w.message).lower()]
                 msg = first_line(e)
-                rejected = any(t in str(e) for t in ("No available kernel", "No viable backend"))
-                if rejected or reasons:
-                    row["error"] = "unsupported: " + "; ".join(reasons[:2] or [msg])
+                if any(t in str(e) for t in ("No available kernel", "No viable backend")):
+                    row["error"] = "unsupported: " + "; ".join(sdpa_reasons(caught)[:3] or [msg])
                 else:
                     row["error"] = msg
                 return row

@@ -24,27 +24,33 @@ int fwd_pad_v(const KernelSpec& spec) { return spec.dtype == DType::kF32 ? 4 : 8
 
 TileConfig fwd_tile_config(const KernelSpec& spec) {
   // Register budget per thread (255 max) drives everything: a warp owns
-  // block_m / num_warps rows, and holds O (rows x D) and S (rows x block_n) in
-  // f32 registers. 16 rows per warp is the safe default (no spills anywhere);
-  // 32 rows per warp halves the K/V shared-memory reads per FLOP but only fits
-  // for small D. Shared memory then decides block_n / stages per arch:
+  // block_m / num_warps rows and holds O (rows x D) and S (rows x min(block_n,
+  // 32 or 64)) in f32 registers. 32 rows per warp (4 warps, block_m 128) halves
+  // the shared-memory reads of K and V per FLOP against 16 rows per warp, which
+  // is what bounds mma.sync on sm_90 (H200, bf16 D=128, Sq=Sk=8192: 4 warps
+  // 335 TFLOP/s, 8 warps 275). Shared memory then decides block_n per arch:
   // Q tile + stages x (K + V) tiles must fit in max_smem_bytes(arch).
   const bool sm90 = spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a;
   const bool small_smem = spec.arch == Arch::kSm86 || spec.arch == Arch::kSm89;  // 99 KiB
   const int d = spec.head_dim;
   if (spec.dtype != DType::kF32) {
-    // D <= 64: O is only 32 or 64 registers, so 4 warps x 32 rows fit
-    // (<= 252 registers, no spills) and halve the K/V re-reads per FLOP.
+    // D <= 64: O is at most 64 registers, S over 64 keys fits beside it
+    // (<= 252 registers). bn 32 measured slower (295 vs 331 TFLOP/s at D=64).
     if (d <= 64) return TileConfig{128, 64, 4, 2};
-    // D = 96, 128: 8 warps x 16 rows; 4 warps x 32 rows needs O = 128
-    // registers and spills at block_n = 64. 104 KiB at block_n = 64 fits
-    // sm80/sm90 (two CTAs per SM on sm90); the 99 KiB parts take block_n = 32.
-    if (d <= 128) return small_smem ? TileConfig{128, 32, 8, 2} : TileConfig{128, 64, 8, 2};
-    // D = 256: O alone is 128 registers at 16 rows per warp, so block_m = 64.
-    // block_n = 64 needs 165 KiB (sm90 only); block_n = 32 is exactly 99 KiB.
+    // D = 96, 128: the kernel walks a 64-key stage in two 32-key S steps
+    // (FwdTraits::kSubN) to stay under 255 registers. Causal takes 32-key
+    // stages: less work wasted on the diagonal tiles (295 vs 282 TFLOP/s).
+    // 104 KiB at block_n = 64 fits sm80/sm90; the 99 KiB parts take 32.
+    if (d <= 128) {
+      if (spec.causal || small_smem) return TileConfig{128, 32, 4, 2};
+      return TileConfig{128, 64, 4, 2};
+    }
+    // D = 256: O alone is 128 registers at 16 rows per warp, so 4 warps of
+    // block_m = 64. block_n = 64 needs 165 KiB (sm90 only); 32 is exactly 99 KiB.
     return sm90 ? TileConfig{64, 64, 4, 2} : TileConfig{64, 32, 4, 2};
   }
-  // f32 (TF32 / 3xTF32): tiles take twice the bytes of 16-bit ones.
+  // f32 (TF32 / 3xTF32): 16 rows per warp (32 spill: the TF32 fragments and
+  // 3xTF32 splits need more registers), and tiles take twice the bytes.
   if (d <= 32) return TileConfig{128, 64, 8, 2};  // 58 KiB everywhere
   if (d <= 64) return small_smem ? TileConfig{128, 32, 8, 2} : TileConfig{128, 64, 8, 2};  // 71 / 106 KiB
   if (d <= 96) return small_smem ? TileConfig{64, 32, 4, 2} : TileConfig{128, 64, 8, 2};   // 77 / 154 KiB
@@ -109,8 +115,10 @@ TileConfig bwd_tile_large_smem(const KernelSpec& spec) {
       return fp32 ? TileConfig{32, 128, 8, 1} : TileConfig{64, 128, 8, 2};
     default:
       // hd256: 64 keys over 8 warps (2 warps split each slab's dK/dV columns,
-      // else 256 accumulator registers per thread), one stage.
-      return fp32 ? TileConfig{32, 64, 8, 1} : TileConfig{64, 64, 8, 1};
+      // else 256 accumulator registers per thread), one stage. fp32 splits 4
+      // ways (32 keys): 1 KB rows, and 3xTF32's big/small fragments spill
+      // with 128 columns per warp.
+      return fp32 ? TileConfig{32, 32, 8, 1} : TileConfig{64, 64, 8, 1};
   }
 }
 
@@ -136,12 +144,16 @@ TileConfig bwd_tile_small_smem(const KernelSpec& spec) {
 int bwd_smem_bytes(const KernelSpec& spec) {
   // BwdKernel::MainStorage: K and V tiles, kStages Q and dO tiles, LSE and
   // Dsum vectors per stage; then the dS^T tile [block_n][block_m] when dQ is
-  // accumulated with atomics.
+  // accumulated in the main kernel.
   const TileConfig& t = spec.tile;
   const int core = (2 * t.block_n + 2 * t.num_stages * t.block_m) * bwd_row_bytes(spec.head_dim, spec) +
                    2 * t.num_stages * t.block_m * static_cast<int>(sizeof(float));
   const int ds = spec.deterministic ? 0 : t.block_n * bwd_row_bytes(t.block_m, spec);
-  return core + ds;
+  // sm_90 stages dQ partial sums (f32 [block_m][head_dim]) for the bulk
+  // reduce-add (BwdKernel::DqAccTile).
+  const bool bulk_dq = !spec.deterministic && (spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a);
+  const int dq_stage = bulk_dq ? t.block_m * spec.head_dim * static_cast<int>(sizeof(float)) : 0;
+  return core + ds + dq_stage;
 }
 
 TileConfig bwd_tile_config(const KernelSpec& spec) {

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  exec bash bench/run_all.sh --bin build "$@"
+  exec bash bench/run_all.sh --bin-dir build "$@"
 fi
 echo "run: no GPU on this machine: warming the kernel cache for the seed grid instead."
 echo "run: runtime metrics (median_ms, TFLOP/s) need a GPU; compile_s below is real."

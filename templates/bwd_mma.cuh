@@ -57,6 +57,23 @@ inline constexpr int kKStepBytes = 32;
 /// stride of 4 (mod 32) words makes the transposed scalar fp32 loads (rows 2t,
 /// 2t + 1, column g) hit 32 distinct banks.
 inline constexpr int kRowPadBytes = 16;
+/// dQaccum layout: row r keeps its 8-float (32-byte) chunks in the order
+/// chunk ^ (r % 4). A half-warp's 64-bit stores (rows g = 0..3, columns 2t)
+/// then hit distinct banks in the unpadded shared staging tile, which has
+/// exactly this global layout so one bulk copy moves it. Postprocess undoes it.
+inline constexpr int kDqChunkFloats = 8;
+inline constexpr int kDqSwizzleRows = 4;
+__device__ __forceinline__ int dq_swizzled_col(int row, int col) {
+  return ((col / kDqChunkFloats) ^ (row % kDqSwizzleRows)) * kDqChunkFloats + col % kDqChunkFloats;
+}
+
+/// Whether the target has the bulk-copy engine (sm_90): dQ partial sums then
+/// leave the CTA as one bulk f32 reduce-add per row instead of per-thread REDs.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+inline constexpr bool kHasBulkCopy = true;
+#else
+inline constexpr bool kHasBulkCopy = false;
+#endif
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 __host__ __device__ constexpr int min_int(int a, int b) { return a < b ? a : b; }
@@ -211,6 +228,7 @@ template <class E, MathMode kMath>
 struct MmaTraits {
   static_assert(kMath == MathMode::kNative, "16-bit inputs use MathMode::kNative");
   static constexpr int kK = 16;
+  static constexpr bool kShortChains = false;
   struct FragA { unsigned r[4]; };
   struct FragB { unsigned r[2]; };
 
@@ -285,6 +303,7 @@ struct KeepF32 {
 template <>
 struct MmaTraits<float, MathMode::kTF32> : KeepF32<MmaTraits<float, MathMode::kTF32>> {
   static constexpr int kK = 8;
+  static constexpr bool kShortChains = false;
   struct FragA { unsigned r[4]; };
   struct FragB { unsigned r[2]; };
 
@@ -315,6 +334,11 @@ struct MmaTraits<float, MathMode::kTF32> : KeepF32<MmaTraits<float, MathMode::kT
 template <>
 struct MmaTraits<float, MathMode::k3xTF32> : KeepF32<MmaTraits<float, MathMode::k3xTF32>> {
   static constexpr int kK = 8;
+  /// The tensor cores do not round their f32 accumulation to nearest: a
+  /// chain of ~200 mma into one accumulator (dK, dV over 1500 queries) drifts
+  /// by ~1e-5 relative. Register-resident sums over a whole loop therefore
+  /// take each step's product in a fresh accumulator and add it with FADD.
+  static constexpr bool kShortChains = true;
   struct FragA { unsigned big[4], small[4]; };
   struct FragB { unsigned big[2], small[2]; };
 
@@ -349,6 +373,15 @@ struct MmaTraits<float, MathMode::k3xTF32> : KeepF32<MmaTraits<float, MathMode::
 // tile of output columns [8j, 8j + 8).
 // ---------------------------------------------------------------------------
 
+template <int kTiles>
+__device__ __forceinline__ void zero(float (&acc)[kTiles][4]) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[j][i] = 0.f;
+  }
+}
+
 /// acc[16 x 8*kTilesN] += A[16 x K] * B[8*kTilesN x K]^T; A and B are row-major
 /// smem tiles with K contiguous (A rows from a_r0, B rows from b_r0).
 template <class Mma, int kTilesN, int kKBytes>
@@ -378,15 +411,38 @@ template <class E, class Mma, int kTilesN, int kTilesK, class AFrag>
 __device__ __forceinline__ void gemm_rt(float (&acc)[kTilesN][4], const AFrag& a_frag,
                                         unsigned b_base, int b_row_bytes, int b_c0, int lane) {
   constexpr int kKSteps = kTilesK * kMmaN / Mma::kK;
-#pragma unroll
-  for (int kk = 0; kk < kKSteps; ++kk) {
-    const typename Mma::FragA fa = a_frag(kk);
+  if constexpr (Mma::kShortChains) {
+    // Column pairs outer: the A operand is rebuilt per pair, the product of
+    // this call lands in `part` and is added to acc with round-to-nearest.
 #pragma unroll
     for (int j = 0; j < kTilesN; j += 2) {
-      unsigned raw_b[4];
-      load_b_pair_trans<E>(raw_b, b_base, b_row_bytes, kk * Mma::kK, b_c0 + j * kMmaN, lane);
-      Mma::mma(acc[j], fa, Mma::make_b(raw_b[0], raw_b[1]));
-      Mma::mma(acc[j + 1], fa, Mma::make_b(raw_b[2], raw_b[3]));
+      float part[2][4];
+      zero(part);
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        unsigned raw_b[4];
+        load_b_pair_trans<E>(raw_b, b_base, b_row_bytes, kk * Mma::kK, b_c0 + j * kMmaN, lane);
+        const typename Mma::FragA fa = a_frag(kk);
+        Mma::mma(part[0], fa, Mma::make_b(raw_b[0], raw_b[1]));
+        Mma::mma(part[1], fa, Mma::make_b(raw_b[2], raw_b[3]));
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[j][i] += part[0][i];
+        acc[j + 1][i] += part[1][i];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      const typename Mma::FragA fa = a_frag(kk);
+#pragma unroll
+      for (int j = 0; j < kTilesN; j += 2) {
+        unsigned raw_b[4];
+        load_b_pair_trans<E>(raw_b, b_base, b_row_bytes, kk * Mma::kK, b_c0 + j * kMmaN, lane);
+        Mma::mma(acc[j], fa, Mma::make_b(raw_b[0], raw_b[1]));
+        Mma::mma(acc[j + 1], fa, Mma::make_b(raw_b[2], raw_b[3]));
+      }
     }
   }
 }
@@ -412,14 +468,6 @@ __device__ __forceinline__ void gemm_tt(float (&acc)[kTilesN][4], unsigned a_bas
   }
 }
 
-template <int kTiles>
-__device__ __forceinline__ void zero(float (&acc)[kTiles][4]) {
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[j][i] = 0.f;
-  }
-}
 
 // ---------------------------------------------------------------------------
 // Element conversion and global stores
@@ -518,9 +566,19 @@ struct BwdKernel {
     float lse[kStages][kBlockM];   // natural-log LSE of the Q tile's rows
     float dsum[kStages][kBlockM];  // Dsum of the Q tile's rows
   };
-  /// The dS^T tile follows MainStorage only when dQ is accumulated here.
-  static constexpr int kMainSmemBytes =
-      int(sizeof(MainStorage)) + (kDeterministic ? 0 : int(sizeof(DsTile)));
+  /// dQ partial sums of one Q tile, f32 [kBlockM][kHeadDim] in the dQaccum
+  /// layout (bwd::dq_swizzled_col), staged for the bulk reduce-add.
+  struct DqAccTile {
+    static constexpr int kRowBytes = kHeadDim * int(sizeof(float));
+    alignas(bwd::kChunkBytes) unsigned char bytes[kBlockM * kRowBytes];
+    __device__ __forceinline__ unsigned addr() const { return ptx::smem_u32(bytes); }
+  };
+  static constexpr bool kBulkDq = !kDeterministic && bwd::kHasBulkCopy;
+  /// MainStorage, then the dS^T tile when dQ is accumulated here, then (sm_90)
+  /// the dQ staging tile.
+  static constexpr int kMainSmemBytes = int(sizeof(MainStorage)) +
+                                        (kDeterministic ? 0 : int(sizeof(DsTile))) +
+                                        (kBulkDq ? int(sizeof(DqAccTile)) : 0);
   static_assert(kMainSmemBytes == kSmemBytes,
                 "host bwd_smem_bytes() disagrees with the main kernel's shared storage");
 
@@ -612,12 +670,13 @@ struct BwdKernel {
     unsigned char* smem = reinterpret_cast<unsigned char*>(smem_chunks);
     MainStorage& s = *reinterpret_cast<MainStorage*>(smem);
     const DsTile& ds = *reinterpret_cast<const DsTile*>(smem + sizeof(MainStorage));
+    const DqAccTile& dq_stage =
+        *reinterpret_cast<const DqAccTile*>(smem + sizeof(MainStorage) + sizeof(DsTile));
 
     const Problem pr(p, blockIdx.z, blockIdx.y);
     const int n_block = blockIdx.x;
     const int n0 = n_block * kBlockN;
     const int tid = threadIdx.x, lane = tid % bwd::kWarpSize, warp = tid / bwd::kWarpSize;
-    const int g = lane / 4, t = lane % 4;
 
     const int m_begin = kIsCausal ? bwd::max_int(0, n0 - pr.diag) / kBlockM : 0;
     const int m_end = bwd::ceil_div(pr.seqlen_q, kBlockM);
@@ -678,6 +737,10 @@ struct BwdKernel {
         ptx::cp_async_wait<0>();
       }
       __syncthreads();
+      if constexpr (kBulkDq) {
+        // The previous tile's dQ partials are staged (and fenced) by now.
+        if (m_block > m_begin) issue_dq_reduce(dq_accum, dq_stage, pr, m0 - kBlockM);
+      }
 
       // The Q tile is processed in column slabs of kSubM queries: the register
       // peak (dK, dV, P^T, dP^T) is that of a kSubM-query step, while the
@@ -687,12 +750,20 @@ struct BwdKernel {
         slab_step(p, pr, s, ds, stage, m0, sub0, n0, row0, col0, warp_d, lane, acc_dk, acc_dv);
       }
 
-      __syncthreads();  // dS^T visible; Q/dO of this stage free
+      // The bulk reduce issued above has read the staging tile before it is
+      // rewritten below (long done by now: the slabs take much longer).
+      if constexpr (kBulkDq) ptx::bulk_wait_read<0>();
+      __syncthreads();  // dS^T visible; Q/dO of this stage free; dQ staging free
 
       if constexpr (kStages == 1) {
         if (m_block + 1 < m_end) load_q_tile(m_block + 1, 0);  // overlaps the dQ product
       }
-      if constexpr (!kDeterministic) accumulate_dq(dq_accum, pr, s, ds, m0, warp, lane);
+      if constexpr (!kDeterministic) accumulate_dq(dq_accum, dq_stage, pr, s, ds, m0, warp, lane);
+    }
+    if constexpr (kBulkDq) {
+      __syncthreads();
+      issue_dq_reduce(dq_accum, dq_stage, pr, (m_end - 1) * kBlockM);
+      ptx::bulk_wait<0>();  // staging tile read and global sums done before exit
     }
 
     // dK carries the softmax scale (S = scale * Q K^T); dV does not.
@@ -799,9 +870,9 @@ struct BwdKernel {
   }
 
   /// dQaccum[m0 + i, :] += dS K for the current Q tile; warps split [kBlockM x D].
-  static __device__ __forceinline__ void accumulate_dq(float* dq_accum, const Problem& pr,
-                                                       const MainStorage& s, const DsTile& ds, int m0,
-                                                       int warp, int lane) {
+  static __device__ __forceinline__ void accumulate_dq(float* dq_accum, const DqAccTile& dq_stage,
+                                                       const Problem& pr, const MainStorage& s,
+                                                       const DsTile& ds, int m0, int warp, int lane) {
     constexpr int kTiles = kDqColsPerPass / bwd::kMmaN;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -816,16 +887,39 @@ struct BwdKernel {
                                              KvTile::kRowBytes, d0, lane);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int m = m0 + r0 + g + half * 8;
-          if (kIsEven || m < pr.seqlen_q) {
-            float* dst = dq_accum + m * kHeadDim + d0 + 2 * t;
+          const int r = r0 + g + half * 8;  // m0 is a multiple of 4: same swizzle row
+          if constexpr (kBulkDq) {
+            // Stage in shared memory; issue_dq_reduce sends the whole tile.
+            const unsigned dst = dq_stage.addr() + r * DqAccTile::kRowBytes;
 #pragma unroll
             for (int j = 0; j < kTiles; ++j) {
-              ptx::red_add_v2_f32(dst + j * bwd::kMmaN, acc[j][2 * half], acc[j][2 * half + 1]);
+              const int c = bwd::dq_swizzled_col(r, d0 + j * bwd::kMmaN + 2 * t);
+              ptx::sts64(dst + c * 4, ptx::f32_as_u32(acc[j][2 * half]),
+                         ptx::f32_as_u32(acc[j][2 * half + 1]));
+            }
+          } else if (kIsEven || m0 + r < pr.seqlen_q) {
+            float* dst = dq_accum + (m0 + r) * kHeadDim;
+#pragma unroll
+            for (int j = 0; j < kTiles; ++j) {
+              const int c = bwd::dq_swizzled_col(r, d0 + j * bwd::kMmaN + 2 * t);
+              ptx::red_add_v2_f32(dst + c, acc[j][2 * half], acc[j][2 * half + 1]);
             }
           }
         }
       }
+    }
+    if constexpr (kBulkDq) ptx::fence_proxy_async_shared();  // before the next barrier
+  }
+
+  /// dQaccum[m0 .. m0 + rows) += the staged tile: the valid rows are one
+  /// contiguous range in both, so thread 0 issues a single bulk reduce-add.
+  static __device__ __forceinline__ void issue_dq_reduce(float* dq_accum, const DqAccTile& dq_stage,
+                                                         const Problem& pr, int m0) {
+    if (threadIdx.x == 0) {
+      const int rows = kIsEven ? kBlockM : bwd::min_int(kBlockM, pr.seqlen_q - m0);
+      ptx::bulk_reduce_add_f32(dq_accum + m0 * kHeadDim, dq_stage.addr(),
+                               rows * kHeadDim * int(sizeof(float)));
+      ptx::bulk_commit();
     }
   }
 
@@ -958,11 +1052,12 @@ struct BwdKernel {
       const float* acc = p.dq_accum + (pr.bh * pr.seqlen_q + row) * kHeadDim;
       E* dq_out = at<E>(p.dq, p.dq_batch_stride, p.dq_head_stride, pr) + row * p.dq_row_stride;
       for (int c = sub; c < kChunks; c += kRowThreads) {
-        const float* src = acc + c * kElemsPerChunk;
         E* dst = dq_out + c * kElemsPerChunk;
 #pragma unroll
         for (int i = 0; i < kElemsPerChunk; i += 4) {
-          const bwd::Vec16 x = *reinterpret_cast<const bwd::Vec16*>(src + i);
+          // 4 floats never straddle an 8-float swizzle chunk.
+          const float* src = acc + bwd::dq_swizzled_col(row, c * kElemsPerChunk + i);
+          const bwd::Vec16 x = *reinterpret_cast<const bwd::Vec16*>(src);
           bwd::store_pair<E>(dst + i, ptx::u32_as_f32(x.w[0]) * p.scale, ptx::u32_as_f32(x.w[1]) * p.scale);
           bwd::store_pair<E>(dst + i + 2, ptx::u32_as_f32(x.w[2]) * p.scale, ptx::u32_as_f32(x.w[3]) * p.scale);
         }

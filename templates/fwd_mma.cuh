@@ -41,10 +41,17 @@ struct FwdTraits {
 
   static constexpr int kWarpRows = kBlockM / kNumWarps;     // Q rows owned by one warp
   static constexpr int kMTiles = kWarpRows / kMmaM;         // m16 tiles per warp
-  static constexpr int kNTilesS = kBlockN / kMmaN;          // n8 tiles of S = Q K^T per warp
+  // S register tile width. A warp owning two m16 tiles at D >= 96 holds O in
+  // 96+ registers, and S over 64 keys would push it past 255 (spills), so S
+  // covers 32 keys at a time even when a pipeline stage (kBlockN) is larger;
+  // the larger stage still halves barriers and cp.async waits (measured on
+  // H200, bf16 D=128: bn64 in two 32-key steps 335 TFLOP/s vs bn32 331).
+  static constexpr int kSubN = (kMTiles >= 2 && kHeadDim >= 96 && kBlockN > 32) ? 32 : kBlockN;
+  static constexpr int kSubTiles = kBlockN / kSubN;
+  static constexpr int kNTilesS = kSubN / kMmaN;            // n8 tiles of S = Q K^T per warp
   static constexpr int kNTilesO = kHeadDim / kMmaN;         // n8 tiles of O per warp
   static constexpr int kKStepsQK = kHeadDim / kMmaK;        // k-steps of Q K^T (over D)
-  static constexpr int kKStepsPV = kBlockN / kMmaK;         // k-steps of P V (over keys)
+  static constexpr int kKStepsPV = kSubN / kMmaK;           // k-steps of P V (over keys)
 
   // Global -> shared copies move 16-byte chunks (cp.async's widest size).
   static constexpr int kChunkBytes = 16;
@@ -170,18 +177,45 @@ struct FwdKernel {
     unsigned small[N];  // only used by k3xTF32; dead code otherwise
   };
 
-  template <int N>
+  /// kTF32 rounds Q, K and V once per CTA in shared memory (round_tile_tf32),
+  /// so operands read from there (kPreRounded) pass through unchanged; P is
+  /// rounded in registers. k3xTF32 keeps f32 in shared memory and splits here.
+  template <bool kPreRounded, int N>
   static __device__ __forceinline__ Tf32Frag<N> to_tf32(const float (&x)[N]) {
     Tf32Frag<N> f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       if constexpr (kMath == MathMode::k3xTF32) {
-        ptx::split_tf32(x[i], f.big[i], f.small[i]);
+        ptx::split_tf32_fast(x[i], f.big[i], f.small[i]);
+      } else if constexpr (kPreRounded) {
+        f.big[i] = ptx::f32_as_u32(x[i]);
       } else {
-        f.big[i] = ptx::f32_to_tf32(x[i]);
+        f.big[i] = ptx::f32_to_tf32_finite(x[i]);  // P is finite, in [0, 1]
       }
     }
     return f;
+  }
+
+  /// kTF32 only: rounds (cvt.rna) the 16-byte chunks of a [kRows][D] tile that
+  /// this thread copied with load_tile. Its own cp.async data is visible to
+  /// it after wait_group; the caller's barrier then publishes the result. One
+  /// conversion per element per CTA instead of one per element per warp.
+  template <int kRows, int kStride>
+  static __device__ __forceinline__ void round_tile_tf32(Element (*smem)[kStride]) {
+    constexpr int kChunksPerRow = Traits::kChunksPerRow;
+    constexpr int kChunks = kRows * kChunksPerRow;
+#pragma unroll
+    for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      if (kChunks % kThreads != 0 && c >= kChunks) break;
+      const unsigned addr = ptx::smem_u32(
+          &smem[c / kChunksPerRow][(c % kChunksPerRow) * Traits::kChunkElems]);
+      unsigned v[4];
+      ptx::lds128(v, addr);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = ptx::f32_to_tf32(ptx::u32_as_f32(v[e]));
+      ptx::sts128(addr, v);
+    }
   }
 
   /// d += a * b in TF32; for k3xTF32 the two cross terms go first, so the
@@ -199,7 +233,7 @@ struct FwdKernel {
   // S = Q K^T for this warp's rows: [kWarpRows x kBlockN], f32.
   // -------------------------------------------------------------------------
   static __device__ __forceinline__ void gemm_qk(AccS& acc_s, const SharedStorage& smem, int stage,
-                                                 int warp, int lane) {
+                                                 int key0, int warp, int lane) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -215,7 +249,7 @@ struct FwdKernel {
       // (j + 1, k 0-7), (j + 1, k 8-15) -> b0, b1 of two n-tiles.
       const unsigned q_base = ptx::smem_u32(&smem.q[warp_row + (lane % 16)][(lane / 16) * 8]);
       const unsigned k_base =
-          ptx::smem_u32(&smem.k[stage][(lane / 16) * 8 + (lane % 8)][((lane / 8) % 2) * 8]);
+          ptx::smem_u32(&smem.k[stage][key0 + (lane / 16) * 8 + (lane % 8)][((lane / 8) % 2) * 8]);
 #pragma unroll
       for (int kk = 0; kk < Traits::kKStepsQK; ++kk) {
         unsigned a[kMTiles][4];
@@ -244,7 +278,7 @@ struct FwdKernel {
       const int g = lane / 4;
       const int t = lane % 4;
       const unsigned q_base = ptx::smem_u32(&smem.q[warp_row + g][2 * t]);
-      const unsigned k_base = ptx::smem_u32(&smem.k[stage][g][2 * t]);
+      const unsigned k_base = ptx::smem_u32(&smem.k[stage][key0 + g][2 * t]);
       constexpr int kRowBytes = Traits::kStrideQKBytes;
 #pragma unroll
       for (int kk = 0; kk < Traits::kKStepsQK; ++kk) {
@@ -257,14 +291,14 @@ struct FwdKernel {
           ptx::lds64(r[1], r[3], addr + 8 * kRowBytes);  // A(g + 8, t), A(g + 8, t + 4)
           const float x[4] = {ptx::u32_as_f32(r[0]), ptx::u32_as_f32(r[1]), ptx::u32_as_f32(r[2]),
                               ptx::u32_as_f32(r[3])};
-          a[mt] = to_tf32(x);
+          a[mt] = to_tf32<true>(x);
         }
 #pragma unroll
         for (int j = 0; j < kNTilesS; ++j) {
           unsigned r[2];
           ptx::lds64(r[0], r[1], k_base + j * 8 * kRowBytes + kk * 8 * kElemBytes);
           const float x[2] = {ptx::u32_as_f32(r[0]), ptx::u32_as_f32(r[1])};
-          const Tf32Frag<2> b = to_tf32(x);
+          const Tf32Frag<2> b = to_tf32<true>(x);
 #pragma unroll
           for (int mt = 0; mt < kMTiles; ++mt) mma_tf32(acc_s[mt][j], a[mt], b);
         }
@@ -276,14 +310,14 @@ struct FwdKernel {
   // O += P V, with P taken straight from the S accumulators.
   // -------------------------------------------------------------------------
   static __device__ __forceinline__ void gemm_pv(AccO& acc_o, const AccS& p, const SharedStorage& smem,
-                                                 int stage, int lane) {
+                                                 int stage, int key0, int lane) {
     if constexpr (kIs16Bit) {
       // The m16n8 accumulators of n-tiles 2kk and 2kk + 1 are exactly the
       // m16k16 A fragment of k-step kk once packed to 16 bits.
       // V B-fragments via ldmatrix.trans: matrices (keys 0-7, d-tile dj),
       // (keys 8-15, dj), (keys 0-7, dj + 1), (keys 8-15, dj + 1).
       const unsigned v_base =
-          ptx::smem_u32(&smem.v[stage][((lane / 8) % 2) * 8 + (lane % 8)][(lane / 16) * 8]);
+          ptx::smem_u32(&smem.v[stage][key0 + ((lane / 8) % 2) * 8 + (lane % 8)][(lane / 16) * 8]);
 #pragma unroll
       for (int kk = 0; kk < Traits::kKStepsPV; ++kk) {
         unsigned a[kMTiles][4];
@@ -314,24 +348,55 @@ struct FwdKernel {
       // loads (ldmatrix cannot transpose 32-bit elements).
       const int g = lane / 4;
       const int t = lane % 4;
-      const unsigned v_base = ptx::smem_u32(&smem.v[stage][2 * t][g]);
+      const unsigned v_base = ptx::smem_u32(&smem.v[stage][key0 + 2 * t][g]);
       constexpr int kRowBytes = Traits::kStrideVBytes;
+      // k3xTF32: the tensor cores add into an f32 accumulator without round-
+      // to-nearest, so a chain of Sk/8 * 3 products into O drifts (measured
+      // 2e-5 relative at Sk = 3000). Each tile's P V goes into a zeroed
+      // accumulator first (a chain of kSubN/8 * 3) and is added to O with a
+      // correctly rounded FADD. Column groups of kPvGroup d-tiles bound the
+      // extra registers; P is re-split once per group.
+      constexpr bool kTileAcc = kMath == MathMode::k3xTF32;
+      constexpr int kPvGroup = kTileAcc ? 4 : kNTilesO;
 #pragma unroll
-      for (int kk = 0; kk < Traits::kKStepsPV; ++kk) {
-        Tf32Frag<4> a[kMTiles];
+      for (int dg = 0; dg < kNTilesO; dg += kPvGroup) {
+        float tile_acc[kMTiles][kPvGroup][4];
+        if constexpr (kTileAcc) {
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          const float x[4] = {p[mt][kk][0], p[mt][kk][2], p[mt][kk][1], p[mt][kk][3]};
-          a[mt] = to_tf32(x);
+          for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int i = 0; i < kPvGroup; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) tile_acc[mt][i][e] = 0.f;
         }
 #pragma unroll
-        for (int dj = 0; dj < kNTilesO; ++dj) {
-          const unsigned addr = v_base + kk * 8 * kRowBytes + dj * 8 * kElemBytes;
-          const float x[2] = {ptx::u32_as_f32(ptx::lds32(addr)),
-                              ptx::u32_as_f32(ptx::lds32(addr + kRowBytes))};
-          const Tf32Frag<2> b = to_tf32(x);
+        for (int kk = 0; kk < Traits::kKStepsPV; ++kk) {
+          Tf32Frag<4> a[kMTiles];
 #pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) mma_tf32(acc_o[mt][dj], a[mt], b);
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            const float x[4] = {p[mt][kk][0], p[mt][kk][2], p[mt][kk][1], p[mt][kk][3]};
+            a[mt] = to_tf32<false>(x);
+          }
+#pragma unroll
+          for (int i = 0; i < kPvGroup; ++i) {
+            const int dj = dg + i;
+            const unsigned addr = v_base + kk * 8 * kRowBytes + dj * 8 * kElemBytes;
+            const float x[2] = {ptx::u32_as_f32(ptx::lds32(addr)),
+                                ptx::u32_as_f32(ptx::lds32(addr + kRowBytes))};
+            const Tf32Frag<2> b = to_tf32<true>(x);
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+              mma_tf32(kTileAcc ? tile_acc[mt][i] : acc_o[mt][dj], a[mt], b);
+            }
+          }
+        }
+        if constexpr (kTileAcc) {
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int i = 0; i < kPvGroup; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc_o[mt][dg + i][e] += tile_acc[mt][i][e];
         }
       }
     }
@@ -549,6 +614,11 @@ struct FwdKernel {
       // Tile n has landed (at most kStages - 2 younger groups in flight) and
       // every warp is done with tile n - 1, whose stage the next load reuses.
       ptx::cp_async_wait<(kStages >= 2 ? kStages - 2 : 0)>();
+      if constexpr (kMath == MathMode::kTF32) {
+        if (n == 0) round_tile_tf32<kBlockM, kStrideQK>(smem.q);  // Q landed with tile 0
+        round_tile_tf32<kBlockN, kStrideQK>(smem.k[stage]);
+        round_tile_tf32<kBlockN, kStrideV>(smem.v[stage]);
+      }
       __syncthreads();
       if constexpr (kStages >= 2) {
         const int next = n + kStages - 1;
@@ -556,11 +626,17 @@ struct FwdKernel {
         ptx::cp_async_commit();
       }
 
-      AccS acc_s;
-      gemm_qk(acc_s, smem, stage, warp, lane);
-      if (n >= n_mask_begin) apply_mask(acc_s, row0, n * kBlockN + col_lane, seqlen_k, causal_offset);
-      softmax_rescale(acc_s, acc_o, row_max, row_sum, scale_log2);
-      gemm_pv(acc_o, acc_s, smem, stage, lane);
+#pragma unroll 1
+      for (int sub = 0; sub < Traits::kSubTiles; ++sub) {
+        const int key0 = sub * Traits::kSubN;
+        AccS acc_s;
+        gemm_qk(acc_s, smem, stage, key0, warp, lane);
+        if (n >= n_mask_begin) {
+          apply_mask(acc_s, row0, n * kBlockN + key0 + col_lane, seqlen_k, causal_offset);
+        }
+        softmax_rescale(acc_s, acc_o, row_max, row_sum, scale_log2);
+        gemm_pv(acc_o, acc_s, smem, stage, key0, lane);
+      }
       if constexpr (kStages == 1) __syncthreads();  // the single stage is reloaded next
     }
 

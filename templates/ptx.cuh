@@ -130,6 +130,29 @@ __device__ __forceinline__ void split_tf32(float x, unsigned& big, unsigned& sma
   small = f32_to_tf32(x - u32_as_f32(big));
 }
 
+/// TF32 keeps the top 19 bits of an f32 (sign, 8 exponent, 10 mantissa bits).
+inline constexpr unsigned kTf32DroppedBits = 13;
+inline constexpr unsigned kTf32Mask = ~((1u << kTf32DroppedBits) - 1u);
+inline constexpr unsigned kTf32HalfUlp = 1u << (kTf32DroppedBits - 1);
+
+/// TF32 by truncation toward zero: one LOP3.
+__device__ __forceinline__ unsigned tf32_truncate(float x) { return f32_as_u32(x) & kTf32Mask; }
+
+/// The same value as cvt.rna.tf32.f32 for finite x (adding half a TF32 ulp to
+/// the magnitude bits rounds half away from zero), in two integer ops instead
+/// of cvt's four SASS instructions on sm_90. Inf inputs come out NaN.
+__device__ __forceinline__ unsigned f32_to_tf32_finite(float x) {
+  return (f32_as_u32(x) + kTf32HalfUlp) & kTf32Mask;
+}
+
+/// 3xTF32 split in four ALU ops (split_tf32 takes nine SASS instructions):
+/// big = round(x) makes x - big exact with |x - big| <= 2^-11 |x|, and
+/// truncating that to TF32 loses at most 2^-21 |x|. Finite x only.
+__device__ __forceinline__ void split_tf32_fast(float x, unsigned& big, unsigned& small) {
+  big = f32_to_tf32_finite(x);
+  small = tf32_truncate(x - u32_as_f32(big));
+}
+
 // ---------------------------------------------------------------------------
 // Tensor-core products (mma.sync; sm_80 and later)
 // ---------------------------------------------------------------------------
@@ -220,6 +243,11 @@ __device__ __forceinline__ void lds128(unsigned (&r)[4], unsigned smem_addr) {
 
 __device__ __forceinline__ void sts32(unsigned smem_addr, unsigned v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(smem_addr), "r"(v));
+}
+
+__device__ __forceinline__ void sts128(unsigned smem_addr, const unsigned (&v)[4]) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(smem_addr), "r"(v[0]), "r"(v[1]),
+               "r"(v[2]), "r"(v[3]));
 }
 
 __device__ __forceinline__ void sts64(unsigned smem_addr, unsigned v0, unsigned v1) {
@@ -332,6 +360,51 @@ __device__ __forceinline__ void red_add_v2_f32(float* gptr, float x0, float x1) 
 #else
   asm volatile("red.global.add.f32 [%0], %1;" ::"l"(gptr), "f"(x0) : "memory");
   asm volatile("red.global.add.f32 [%0], %1;" ::"l"(gptr + 1), "f"(x1) : "memory");
+#endif
+}
+
+/// Makes this thread's ordinary shared-memory stores visible to the async
+/// proxy (bulk copies): needed before the barrier after which a bulk copy
+/// reads them.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+/// gmem[0, bytes) += smem[0, bytes) as f32, element-wise, done by the bulk-copy
+/// engine (sm_90): one instruction instead of bytes / 8 RED.F32x2, and the adds
+/// are performed at L2. Both addresses 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* gptr, unsigned smem_addr, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(gptr),
+               "r"(smem_addr), "r"(bytes)
+               : "memory");
+#endif
+}
+
+/// Closes this thread's group of bulk copies issued since the last commit.
+__device__ __forceinline__ void bulk_commit() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+
+/// Waits until at most kPending of this thread's bulk groups still read
+/// shared memory (their sources may then be overwritten).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+#endif
+}
+
+/// Waits until at most kPending of this thread's bulk groups are incomplete
+/// (their global writes done).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
 #endif
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/nvrtc.h"
@@ -209,6 +210,19 @@ TEST_CASE("ptxas -v lines come back on every compile of the same source", "[nvrt
     REQUIRE(out.ok());
     CHECK(nvrtc::parse_ptxas_info(out->log, "flashjit_fwd").registers > 0);
   }
+}
+
+TEST_CASE("nvrtc compiles from several threads at once", "[nvrtc]") {
+  std::vector<int> registers(4, -1);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < registers.size(); ++i) {
+    threads.emplace_back([&registers, i] {
+      Result<nvrtc::CompileOutput> out = compile_tiny(i % 2 ? "sm_80" : "sm_90", true, false);
+      if (out.ok()) registers[i] = nvrtc::parse_ptxas_info(out->log, "flashjit_fwd").registers;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r : registers) CHECK(r > 0);
 }
 
 TEST_CASE("parse_ptxas_info keeps each function's section apart", "[nvrtc]") {
