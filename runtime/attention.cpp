@@ -144,6 +144,27 @@ Problem normalized(Problem p) {
 // log2(e): the kernels compute exp(x) as exp2(x * log2(e)).
 constexpr float kLog2e = 1.4426950408889634f;
 
+void set_strides(const TensorView& t, long long* batch, long long* row, long long* head) {
+  *batch = t.batch_stride;
+  *row = t.seq_stride;
+  *head = t.head_stride;
+}
+
+// The fields FwdParams and BwdParams share: sizes, the lse layout, the scale.
+template <class Params>
+void set_problem(const Problem& n, Params* params) {
+  params->seqlens_k = n.seqlens_k;
+  // lse is [B, H, Sq], contiguous.
+  params->lse_head_stride = n.seqlen_q;
+  params->lse_batch_stride = int64_t(n.heads) * n.seqlen_q;
+  params->batch = n.batch;
+  params->heads = n.heads;
+  params->seqlen_q = n.seqlen_q;
+  params->seqlen_k = n.seqlen_k;
+  params->scale = n.scale;
+  params->scale_log2 = n.scale * kLog2e;
+}
+
 }  // namespace
 
 struct Context::Impl {
@@ -260,20 +281,11 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   params.v = a.v.data;
   params.o = a.o.data;
   params.lse = a.lse;
-  params.seqlens_k = n.seqlens_k;
-  params.q_batch_stride = a.q.batch_stride; params.q_row_stride = a.q.seq_stride; params.q_head_stride = a.q.head_stride;
-  params.k_batch_stride = a.k.batch_stride; params.k_row_stride = a.k.seq_stride; params.k_head_stride = a.k.head_stride;
-  params.v_batch_stride = a.v.batch_stride; params.v_row_stride = a.v.seq_stride; params.v_head_stride = a.v.head_stride;
-  params.o_batch_stride = a.o.batch_stride; params.o_row_stride = a.o.seq_stride; params.o_head_stride = a.o.head_stride;
-  // lse is [B, H, Sq], contiguous.
-  params.lse_head_stride = n.seqlen_q;
-  params.lse_batch_stride = int64_t(n.heads) * n.seqlen_q;
-  params.batch = n.batch;
-  params.heads = n.heads;
-  params.seqlen_q = n.seqlen_q;
-  params.seqlen_k = n.seqlen_k;
-  params.scale = n.scale;
-  params.scale_log2 = n.scale * kLog2e;
+  set_strides(a.q, &params.q_batch_stride, &params.q_row_stride, &params.q_head_stride);
+  set_strides(a.k, &params.k_batch_stride, &params.k_row_stride, &params.k_head_stride);
+  set_strides(a.v, &params.v_batch_stride, &params.v_row_stride, &params.v_head_stride);
+  set_strides(a.o, &params.o_batch_stride, &params.o_row_stride, &params.o_head_stride);
+  set_problem(n, &params);
 
   const TileConfig& t = spec->tile;
   driver::Dim3 grid{unsigned((n.seqlen_q + t.block_m - 1) / t.block_m), unsigned(n.heads),
@@ -335,23 +347,15 @@ Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
   params.q = a.q.data; params.k = a.k.data; params.v = a.v.data;
   params.o = a.o.data; params.dout = a.dout.data; params.lse = a.lse;
   params.dq = a.dq.data; params.dk = a.dk.data; params.dv = a.dv.data;
-  params.seqlens_k = n.seqlens_k;
-  params.q_batch_stride = a.q.batch_stride; params.q_row_stride = a.q.seq_stride; params.q_head_stride = a.q.head_stride;
-  params.k_batch_stride = a.k.batch_stride; params.k_row_stride = a.k.seq_stride; params.k_head_stride = a.k.head_stride;
-  params.v_batch_stride = a.v.batch_stride; params.v_row_stride = a.v.seq_stride; params.v_head_stride = a.v.head_stride;
-  params.o_batch_stride = a.o.batch_stride; params.o_row_stride = a.o.seq_stride; params.o_head_stride = a.o.head_stride;
-  params.dout_batch_stride = a.dout.batch_stride; params.dout_row_stride = a.dout.seq_stride; params.dout_head_stride = a.dout.head_stride;
-  params.dq_batch_stride = a.dq.batch_stride; params.dq_row_stride = a.dq.seq_stride; params.dq_head_stride = a.dq.head_stride;
-  params.dk_batch_stride = a.dk.batch_stride; params.dk_row_stride = a.dk.seq_stride; params.dk_head_stride = a.dk.head_stride;
-  params.dv_batch_stride = a.dv.batch_stride; params.dv_row_stride = a.dv.seq_stride; params.dv_head_stride = a.dv.head_stride;
-  params.lse_head_stride = n.seqlen_q;
-  params.lse_batch_stride = int64_t(n.heads) * n.seqlen_q;
-  params.batch = n.batch;
-  params.heads = n.heads;
-  params.seqlen_q = n.seqlen_q;
-  params.seqlen_k = n.seqlen_k;
-  params.scale = n.scale;
-  params.scale_log2 = n.scale * kLog2e;
+  set_strides(a.q, &params.q_batch_stride, &params.q_row_stride, &params.q_head_stride);
+  set_strides(a.k, &params.k_batch_stride, &params.k_row_stride, &params.k_head_stride);
+  set_strides(a.v, &params.v_batch_stride, &params.v_row_stride, &params.v_head_stride);
+  set_strides(a.o, &params.o_batch_stride, &params.o_row_stride, &params.o_head_stride);
+  set_strides(a.dout, &params.dout_batch_stride, &params.dout_row_stride, &params.dout_head_stride);
+  set_strides(a.dq, &params.dq_batch_stride, &params.dq_row_stride, &params.dq_head_stride);
+  set_strides(a.dk, &params.dk_batch_stride, &params.dk_row_stride, &params.dk_head_stride);
+  set_strides(a.dv, &params.dv_batch_stride, &params.dv_row_stride, &params.dv_head_stride);
+  set_problem(n, &params);
   bwd_assign_workspace(*spec, shape, a.workspace, &params);
 
   for (const BwdLaunch& step : bwd_launch_plan(*spec, shape)) {

@@ -93,4 +93,24 @@ inline std::vector<float> batch_slice(const std::vector<float>& t, const Attenti
   return std::vector<float>(first, first + size_t(rows) * row);
 }
 
+/// One Context for all GPU tests of a binary (its caches make repeated specs free).
+inline Context& shared_context() {
+  static std::unique_ptr<Context> ctx = [] {
+    auto c = Context::create();
+    if (!c) throw std::runtime_error(c.error().message);
+    return std::move(c.value());
+  }();
+  return *ctx;
+}
+
+/// The input types and matrix-product modes every kernel serves.
+struct Math {
+  DType dtype;
+  Precision precision;
+};
+inline constexpr Math kMaths[] = {{DType::kBF16, Precision::kNative},
+                                  {DType::kF16, Precision::kNative},
+                                  {DType::kF32, Precision::kTF32},
+                                  {DType::kF32, Precision::kIEEE}};
+
 }  // namespace flashjit::testing

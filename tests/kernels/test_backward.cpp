@@ -12,15 +12,6 @@ using namespace flashjit::testing;
 
 namespace {
 
-Context& context() {
-  static std::unique_ptr<Context> ctx = [] {
-    auto c = Context::create();
-    if (!c) throw std::runtime_error(c.error().message);
-    return std::move(c.value());
-  }();
-  return *ctx;
-}
-
 struct BackwardResult {
   ErrorNorm dq, dk, dv;
   std::string spec;
@@ -63,9 +54,9 @@ BackwardResult run_backward(const BackwardCase& c, bool check_against_reference 
   f.v = view(bv, c, c.seqlen_k);
   f.o = view(bo, c, c.seqlen_q);
   f.lse = static_cast<float*>(blse.ptr());
-  if (auto r = context().forward(f); !r) throw std::runtime_error(r.error().message);
+  if (auto r = shared_context().forward(f); !r) throw std::runtime_error(r.error().message);
 
-  auto ws_bytes = context().backward_workspace_size(p, c.deterministic);
+  auto ws_bytes = shared_context().backward_workspace_size(p, c.deterministic);
   if (!ws_bytes) throw std::runtime_error(ws_bytes.error().message);
   auto ws = poisoned(std::max<size_t>(*ws_bytes, 16));
   BackwardArgs b;
@@ -79,7 +70,7 @@ BackwardResult run_backward(const BackwardCase& c, bool check_against_reference 
   b.workspace = ws.ptr();
   b.workspace_bytes = *ws_bytes;
   b.deterministic = c.deterministic;
-  auto info = context().backward(b);
+  auto info = shared_context().backward(b);
   if (!info) throw std::runtime_error(info.error().message);
   if (auto r = driver::context_synchronize(); !r) throw std::runtime_error(r.error().message);
 
@@ -131,11 +122,6 @@ void check_case(const BackwardCase& c) {
   CHECK(r.dv.rel() <= tol);
 }
 
-struct Math { DType dtype; Precision precision; };
-const Math kMaths[] = {{DType::kBF16, Precision::kNative},
-                       {DType::kF16, Precision::kNative},
-                       {DType::kF32, Precision::kTF32},
-                       {DType::kF32, Precision::kIEEE}};
 
 }  // namespace
 

@@ -14,15 +14,6 @@ using namespace flashjit::testing;
 
 namespace {
 
-Context& context() {
-  static std::unique_ptr<Context> ctx = [] {
-    auto c = Context::create();
-    if (!c) throw std::runtime_error(c.error().message);
-    return std::move(c.value());
-  }();
-  return *ctx;
-}
-
 struct ForwardCheck {
   ErrorNorm o, lse;
   std::string spec;
@@ -71,7 +62,7 @@ ForwardCheck run_forward(const AttentionCase& c) {
   a.v = view(dv, c, c.seqlen_k);
   a.o = view(dout, c, c.seqlen_q);
   a.lse = static_cast<float*>(dlse.ptr());
-  auto info = context().forward(a);
+  auto info = shared_context().forward(a);
   if (!info) throw std::runtime_error(info.error().message);
   if (auto r = driver::context_synchronize(); !r) throw std::runtime_error(r.error().message);
 
@@ -136,11 +127,6 @@ void check_case(const AttentionCase& c) {
   CHECK(r.lse.rel() <= tol);
 }
 
-struct Math { DType dtype; Precision precision; };
-const Math kMaths[] = {{DType::kBF16, Precision::kNative},
-                       {DType::kF16, Precision::kNative},
-                       {DType::kF32, Precision::kTF32},
-                       {DType::kF32, Precision::kIEEE}};
 
 }  // namespace
 
