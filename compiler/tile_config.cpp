@@ -45,25 +45,35 @@ TileConfig fwd_tile_config(const KernelSpec& spec) {
       if (spec.causal || small_smem) return TileConfig{128, 32, 4, 2};
       return TileConfig{128, 64, 4, 2};
     }
-    // D = 256: O alone is 128 registers at 16 rows per warp, so 4 warps of
-    // block_m = 64. block_n = 64 needs 165 KiB (sm90 only); 32 is exactly 99 KiB.
-    return sm90 ? TileConfig{64, 64, 4, 2} : TileConfig{64, 32, 4, 2};
+    // D = 256: O alone is 128 registers at 16 rows per warp. sm90: 8 warps
+    // share a 128 x 64 tile (198 KiB, 290 TFLOP/s vs 233 for 4 warps of 64
+    // rows: half the K/V traffic per FLOP). Elsewhere 4 warps of block_m = 64;
+    // block_n = 32 is exactly 99 KiB.
+    return sm90 ? TileConfig{128, 64, 8, 2} : TileConfig{64, 32, 4, 2};
   }
   // f32 (TF32 / 3xTF32): 16 rows per warp (32 spill: the TF32 fragments and
   // 3xTF32 splits need more registers), and tiles take twice the bytes.
   if (d <= 32) return TileConfig{128, 64, 8, 2};  // 58 KiB everywhere
   if (d <= 64) return small_smem ? TileConfig{128, 32, 8, 2} : TileConfig{128, 64, 8, 2};  // 71 / 106 KiB
-  if (d <= 96) return small_smem ? TileConfig{64, 32, 4, 2} : TileConfig{128, 64, 8, 2};   // 77 / 154 KiB
+  if (d <= 96) {
+    if (small_smem) return TileConfig{64, 32, 4, 2};  // 77 KiB
+    // 3xTF32 at block_n = 64 spills 4-12 bytes on sm_80 (255 registers).
+    if (spec.precision == Precision::kIEEE) return TileConfig{128, 32, 8, 2};  // 103 KiB
+    return TileConfig{128, 64, 8, 2};  // 154 KiB
+  }
   if (d <= 128) {
     if (sm90) return TileConfig{128, 64, 8, 2};  // 202 KiB: one CTA of 8 warps per SM
     if (!small_smem) return TileConfig{128, 32, 8, 2};  // 135 KiB on sm80
     // 99 KiB: one K/V stage (67.5 KiB); two would need 101 KiB.
     return TileConfig{64, 32, 4, 1};
   }
-  // D = 256: O is 128 registers, so 16 rows per warp and a short block_n.
-  if (sm90) return TileConfig{64, 32, 4, 2};       // 197 KiB
-  if (!small_smem) return TileConfig{64, 16, 4, 2};  // 131.5 KiB on sm80
-  return TileConfig{32, 16, 2, 2};                 // 98.5 KiB
+  // D = 256: O is 128 registers, so 16 rows per warp, and S over 16 keys
+  // (block_n = 32 spills 12-64 bytes in the TF32 / 3xTF32 fragments).
+  // 3xTF32 also needs the single-stage loop: with two stages ptxas spills
+  // 8 bytes of loop state (causal, even). 98.75 KiB: fits every arch.
+  if (spec.precision == Precision::kIEEE) return TileConfig{64, 16, 4, 1};
+  if (!small_smem) return TileConfig{64, 16, 4, 2};  // 131.5 KiB
+  return TileConfig{32, 16, 2, 2};                   // 98.5 KiB
 }
 
 int fwd_smem_bytes(const KernelSpec& spec) {
@@ -101,18 +111,27 @@ TileConfig bwd_tile_large_smem(const KernelSpec& spec) {
   switch (spec.head_dim) {
     case 32:
     case 64:
-      // 128 keys x 8 warps, 64 queries per step, Q/dO double-buffered:
-      // 93 KB (bf16) / 175 KB (fp32) of shared memory.
-      return TileConfig{64, 128, 8, 2};
+      // 128 keys x 8 warps, Q/dO double-buffered. bf16: 128 queries per step
+      // (half the barriers and dQ reductions per key; H200 B4 H8 S8192 hd64:
+      // 263 vs 233 TFLOP/s non-causal, 240 vs 216 causal; hd32: 195 vs 182),
+      // 176 KB at hd64. fp32: 64 queries, 189 KB at hd64.
+      return fp32 ? TileConfig{64, 128, 8, 2} : TileConfig{128, 128, 8, 2};
     case 96:
       // fp32 rows are 400 B: 64 keys x 4 warps, 32-query steps (the dQ
-      // product splits 96 columns over 2 warps), two stages: 110 KB.
+      // product splits 96 columns over 2 warps), two stages. 3xTF32 (twice
+      // the fragment registers) splits each key slab's 96 columns over 2 warps.
+      if (spec.precision == Precision::kIEEE) return TileConfig{32, 32, 4, 2};
       return fp32 ? TileConfig{32, 64, 4, 2} : TileConfig{64, 128, 8, 2};
     case 128:
-      // bf16: 64 queries per step is the largest that fits the registers
-      // (254, no spills, with P^T kept packed); 155 KB of shared memory.
-      // fp32: 528-byte rows; 32 queries, one stage: 183 KB.
-      return fp32 ? TileConfig{32, 128, 8, 1} : TileConfig{64, 128, 8, 2};
+      // bf16: 128 keys x 64 queries per step (processed in 32-query register
+      // slabs), one stage: 153 KB with the dQ staging tile. Measured (H200,
+      // B4 H8 S8192): 270 TFLOP/s vs 265 with two stages, 241 with 32-query
+      // steps (more barriers and dQ reductions per key).
+      // fp32: 528-byte rows; 32 queries, one stage. 3xTF32 splits each key
+      // slab's dK/dV columns over 2 warps (64 keys per CTA): with 128 columns
+      // its big/small fragments spill.
+      if (spec.precision == Precision::kIEEE) return TileConfig{32, 64, 8, 1};
+      return fp32 ? TileConfig{32, 128, 8, 1} : TileConfig{64, 128, 8, 1};
     default:
       // hd256: 64 keys over 8 warps (2 warps split each slab's dK/dV columns,
       // else 256 accumulator registers per thread), one stage. fp32 splits 4
@@ -161,11 +180,33 @@ TileConfig bwd_tile_config(const KernelSpec& spec) {
   // 227 KB; sm_80: 163 KB takes it for 16-bit inputs), the small one otherwise.
   KernelSpec s = spec;
   s.tile = bwd_tile_large_smem(spec);
-  if (bwd_smem_bytes(s) <= max_smem_bytes(spec.arch) &&
-      bwd_dq_smem_bytes(s) <= max_smem_bytes(spec.arch)) {
-    return s.tile;
+  if (bwd_smem_bytes(s) > max_smem_bytes(spec.arch) ||
+      bwd_dq_smem_bytes(s) > max_smem_bytes(spec.arch)) {
+    s.tile = bwd_tile_small_smem(spec);
   }
-  return bwd_tile_small_smem(spec);
+  // Before sm_90 the atomic mode adds dQ with per-thread atomics straight from
+  // registers (no bulk reduce-add), and ptxas spills 8-32 bytes for 16-bit
+  // inputs at the query steps above (sm_80 hd128 bm64: 32 B; f16 hd256 bm32:
+  // 8 B; sm_86 f16 hd128 bm32: 8 B). These steps spill nothing (ptxas -v):
+  const bool hopper = spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a;
+  if (!hopper && !spec.deterministic && spec.dtype != DType::kF32) {
+    const bool eight_warps = s.tile.num_warps == 8;
+    switch (spec.head_dim) {
+      case 64: if (!eight_warps) s.tile.block_m = 32; break;  // sm_86 even: 8-12 B at bm64
+      case 96: if (!eight_warps) s.tile.block_m = 32; break;  // 8 warps: dQ columns need bm64
+      case 128: s.tile.block_m = eight_warps ? 32 : 16; break;
+      case 256: s.tile.block_m = 16; break;
+      default: break;
+    }
+  }
+  // sm_86/89, fp32 hd256, deterministic: the 16-query step spills 4-8 B in
+  // the causal main kernel; 32 queries over the same 16 keys spill nothing
+  // and still fit (98 KB).
+  if (!hopper && spec.deterministic && spec.dtype == DType::kF32 && spec.head_dim == 256 &&
+      s.tile.num_warps == 4) {
+    s.tile.block_m = 32;
+  }
+  return s.tile;
 }
 
 }  // namespace

@@ -280,7 +280,9 @@ struct FwdKernel {
       const unsigned q_base = ptx::smem_u32(&smem.q[warp_row + g][2 * t]);
       const unsigned k_base = ptx::smem_u32(&smem.k[stage][key0 + g][2 * t]);
       constexpr int kRowBytes = Traits::kStrideQKBytes;
-#pragma unroll
+      // D = 256 in f32: a fully unrolled k loop lets ptxas hoist loads of
+      // later k-steps and spill; unrolling by 8 bounds the look-ahead.
+#pragma unroll(Traits::kKStepsQK > 16 ? 8 : Traits::kKStepsQK)
       for (int kk = 0; kk < Traits::kKStepsQK; ++kk) {
         Tf32Frag<4> a[kMTiles];
 #pragma unroll
@@ -357,7 +359,7 @@ struct FwdKernel {
       // correctly rounded FADD. Column groups of kPvGroup d-tiles bound the
       // extra registers; P is re-split once per group.
       constexpr bool kTileAcc = kMath == MathMode::k3xTF32;
-      constexpr int kPvGroup = kTileAcc ? 4 : kNTilesO;
+      constexpr int kPvGroup = kTileAcc ? (kHeadDim >= 256 ? 1 : 4) : kNTilesO;
 #pragma unroll
       for (int dg = 0; dg < kNTilesO; dg += kPvGroup) {
         float tile_acc[kMTiles][kPvGroup][4];
@@ -404,22 +406,27 @@ struct FwdKernel {
 
   // -------------------------------------------------------------------------
   // Masking of one S tile: key j is visible to query i iff j < Sk_b and (causal)
-  // j <= i + causal_offset. Only called on tiles that cross a boundary.
+  // j <= i + causal_offset. Only called on tiles that cross a boundary. The
+  // bounds come relative to the lane's first element (row g, key 2t of the
+  // tile), so each element compares a constant offset j*8 + e against them:
+  //   diag_rel = (first invisible key of row g) - (key of element 0)
+  //   end_rel  = Sk_b - (key of element 0)
   // -------------------------------------------------------------------------
-  static __device__ __forceinline__ void apply_mask(AccS& acc_s, int row0, int col0, int seqlen_k,
-                                                    int causal_offset) {
+  static __device__ __forceinline__ void apply_mask(AccS& acc_s, int diag_rel, int end_rel) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int row = row0 + mt * 16 + half * 8;
-        int limit = seqlen_k;  // first invisible key of this row
-        if constexpr (kIsCausal) limit = imin(limit, row + causal_offset + 1);
+        int limit = end_rel;
+        if constexpr (kIsCausal) {
+          const int diag = diag_rel + mt * 16 + half * 8;  // rows further down see more keys
+          limit = kIsEven ? diag : imin(limit, diag);     // kIsEven: every key < Sk exists
+        }
 #pragma unroll
         for (int j = 0; j < kNTilesS; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            if (col0 + j * 8 + e >= limit) acc_s[mt][j][2 * half + e] = neg_inf();
+            if (j * 8 + e >= limit) acc_s[mt][j][2 * half + e] = neg_inf();
           }
       }
   }
@@ -430,7 +437,7 @@ struct FwdKernel {
   // and one MUFU.EX2 per score). Rows that have seen only masked keys keep
   // max = -inf; they subtract 0 instead so that exp2 gives 0, not NaN.
   // -------------------------------------------------------------------------
-  static __device__ __forceinline__ void softmax_rescale(AccS& acc_s, AccO& acc_o, RowStat& row_max,
+  static __device__ __forceinline__ void softmax_rescale_eager(AccS& acc_s, AccO& acc_o, RowStat& row_max,
                                                          RowStat& row_sum, float scale_log2) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
@@ -461,6 +468,75 @@ struct FwdKernel {
           }
         row_sum[mt][half] = sum;  // this lane's partial sum; quad-reduced once at the end
       }
+  }
+
+  static __device__ __forceinline__ void softmax_rescale_lazy(AccS& acc_s, AccO& acc_o, RowStat& row_max,
+                                                         RowStat& row_sum, float scale_log2) {
+    // Lazy rescaling: the reference max of a row only moves when the new max
+    // exceeds it by more than kRescaleLog2 (in log2 units), so P <= 2^8 and O
+    // is rescaled rarely (one warp vote per tile instead of D/2 FMULs per row).
+    constexpr float kRescaleLog2 = 8.f;
+    float new_max[kMTiles][2];
+    bool need = false;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = row_max[mt][half];
+#pragma unroll
+        for (int j = 0; j < kNTilesS; ++j) {
+          mx = ptx::fmax(mx, ptx::fmax(acc_s[mt][j][2 * half], acc_s[mt][j][2 * half + 1]));
+        }
+        mx = ptx::quad_max(mx);
+        new_max[mt][half] = mx;
+        need |= mx * scale_log2 > row_max[mt][half] * scale_log2 + kRescaleLog2;
+      }
+    if (ptx::warp_any(need)) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float mx = new_max[mt][half];
+          const float max_scaled = mx == neg_inf() ? 0.f : mx * scale_log2;
+          const float correction = ptx::exp2_approx(row_max[mt][half] * scale_log2 - max_scaled);
+          row_max[mt][half] = mx;
+          row_sum[mt][half] *= correction;
+#pragma unroll
+          for (int dj = 0; dj < kNTilesO; ++dj) {
+            acc_o[mt][dj][2 * half] *= correction;
+            acc_o[mt][dj][2 * half + 1] *= correction;
+          }
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float mx = row_max[mt][half];
+        const float max_scaled = mx == neg_inf() ? 0.f : mx * scale_log2;
+        float sum = row_sum[mt][half];
+#pragma unroll
+        for (int j = 0; j < kNTilesS; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& s = acc_s[mt][j][2 * half + e];
+            s = ptx::exp2_approx(s * scale_log2 - max_scaled);
+            sum += s;
+          }
+        row_sum[mt][half] = sum;
+      }
+  }
+
+  /// Lazy rescaling pays off where the O rescale is large (D/2 FMULs per row
+  /// per S step): H200, bf16, Sq=Sk=8192: D=128 338 vs 317 TFLOP/s (causal 318
+  /// vs 296); D=64 318 vs 331 (the vote costs more than it saves).
+  static __device__ __forceinline__ void softmax_rescale(AccS& acc_s, AccO& acc_o, RowStat& row_max,
+                                                         RowStat& row_sum, float scale_log2) {
+    if constexpr (kHeadDim >= 128) {
+      softmax_rescale_lazy(acc_s, acc_o, row_max, row_sum, scale_log2);
+    } else {
+      softmax_rescale_eager(acc_s, acc_o, row_max, row_sum, scale_log2);
+    }
   }
 
   // -------------------------------------------------------------------------
@@ -602,8 +678,11 @@ struct FwdKernel {
       }
 
     const float scale_log2 = params.scale_log2;
-    const int row0 = m_block * kBlockM + warp * Traits::kWarpRows + lane / 4;
-    const int col_lane = 2 * (lane % 4);
+    // Mask bounds relative to key 0 of the lane's fragment (see apply_mask).
+    const int lane_key = 2 * (lane % 4);
+    const int diag_rel0 =
+        m_block * kBlockM + warp * Traits::kWarpRows + lane / 4 + causal_offset + 1 - lane_key;
+    const int end_rel0 = seqlen_k - lane_key;
 
     for (int n = 0; n < n_tiles; ++n) {
       const int stage = n % kStages;
@@ -632,7 +711,8 @@ struct FwdKernel {
         AccS acc_s;
         gemm_qk(acc_s, smem, stage, key0, warp, lane);
         if (n >= n_mask_begin) {
-          apply_mask(acc_s, row0, n * kBlockN + key0 + col_lane, seqlen_k, causal_offset);
+          const int tile_key = n * kBlockN + key0;
+          apply_mask(acc_s, diag_rel0 - tile_key, end_rel0 - tile_key);
         }
         softmax_rescale(acc_s, acc_o, row_max, row_sum, scale_log2);
         gemm_pv(acc_o, acc_s, smem, stage, key0, lane);

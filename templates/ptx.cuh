@@ -326,6 +326,16 @@ __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
   return r;
 }
 
+/// True on every lane if `pred` is true on any lane of the warp.
+__device__ __forceinline__ bool warp_any(bool pred) {
+  unsigned r;
+  asm volatile(
+      "{ .reg .pred p, q; setp.ne.u32 p, %1, 0; vote.sync.any.pred q, p, 0xffffffff; selp.u32 %0, 1, 0, q; }"
+      : "=r"(r)
+      : "r"(unsigned(pred)));
+  return r != 0;
+}
+
 /// Max / sum over the 4 lanes of a quad (lanes that share g): the lanes that
 /// hold one accumulator row.
 __device__ __forceinline__ float quad_max(float v) {
