@@ -47,6 +47,20 @@ struct AttentionCase {
   int key_len(int b) const { return seqlens_k.empty() ? seqlen_k : seqlens_k[b]; }
 };
 
+/// A case of the default batch and heads.
+inline AttentionCase make_case(DType dtype, Precision precision, int head_dim, int seqlen_q,
+                               int seqlen_k, bool causal, uint64_t seed) {
+  AttentionCase c;
+  c.dtype = dtype;
+  c.precision = precision;
+  c.head_dim = head_dim;
+  c.seqlen_q = seqlen_q;
+  c.seqlen_k = seqlen_k;
+  c.causal = causal;
+  c.seed = seed;
+  return c;
+}
+
 /// [B, S, H, D] host data -> device bytes in the case's layout.
 inline std::vector<char> to_layout(const std::vector<float>& bshd_data, const AttentionCase& c, int seq) {
   if (!c.bhsd) return encode(bshd_data, c.dtype);

@@ -132,14 +132,7 @@ TEST_CASE("backward: every dtype and head_dim, even and ragged, causal with Sq !
       const Len lens[] = {{128, 128, false}, {1, 1, false}, {17, 17, true}, {600, 1500, true},
                           {1500, 600, true}, {600, 600, false}};
       for (const Len& l : lens) {
-        BackwardCase c;
-        c.dtype = m.dtype;
-        c.precision = m.precision;
-        c.head_dim = hd;
-        c.seqlen_q = l.sq;
-        c.seqlen_k = l.sk;
-        c.causal = l.causal;
-        c.seed = 11 + hd + l.sk;
+        BackwardCase c{make_case(m.dtype, m.precision, hd, l.sq, l.sk, l.causal, 11 + hd + l.sk)};
         check_case(c);
       }
     }
