@@ -2,6 +2,7 @@
 # On a GPU machine, from installed binaries (cmake --install build --prefix .dist):
 # warms the kernel cache in parallel, then runs the GPU tests one tag at a time.
 # Usage: scripts/gpu_check.sh BIN_DIR OUT_DIR [TAG...]   (default tags: [readme] [fwd] [bwd])
+# SANITIZE=1 also runs compute-sanitizer (memcheck, racecheck) on the [sanitize] cases.
 set -uo pipefail
 bin="${1:?bin dir}"; out="${2:?out dir}"; shift 2
 tags=("$@"); [ ${#tags[@]} -eq 0 ] && tags=("[readme]" "[fwd]" "[bwd]")
@@ -19,3 +20,12 @@ for tag in "${tags[@]}"; do
   grep -E "FAILED|failed|with messages|rel_err|^[0-9.]+ s:" "$log" | head -40
   tail -2 "$log"
 done
+if [ "${SANITIZE:-0}" = 1 ]; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool $tool [sanitize]" | tee -a "$out/sanitize.txt"
+    timeout "${GPU_TEST_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      "$bin/flashjit_gpu_tests" "[sanitize]" -r compact >> "$out/sanitize.txt" 2>&1
+    echo "exit $?" | tee -a "$out/sanitize.txt"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race" "$out/sanitize.txt" | tail -3
+  done
+fi

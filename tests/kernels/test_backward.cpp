@@ -196,3 +196,22 @@ TEST_CASE("backward: deterministic mode is bitwise reproducible and correct", "[
     }
   }
 }
+
+// Small cases for compute-sanitizer (memcheck, racecheck; scripts/gpu_check.sh
+// with SANITIZE=1): padded lengths and causal Sq != Sk both ways, through the
+// forward (run first by every backward case) and both backward modes.
+TEST_CASE("sanitizer cases: padded lengths and causal Sq != Sk", "[gpu][sanitize]") {
+  struct San { DType dtype; Precision precision; int hd, sq, sk; bool causal, det; };
+  const San cases[] = {{DType::kBF16, Precision::kNative, 64, 300, 300, false, false},
+                       {DType::kBF16, Precision::kNative, 128, 200, 333, true, false},
+                       {DType::kBF16, Precision::kNative, 128, 333, 200, true, true},
+                       {DType::kF32, Precision::kTF32, 64, 333, 200, true, false},
+                       {DType::kF32, Precision::kIEEE, 128, 200, 333, true, true}};
+  for (const San& s : cases) {
+    BackwardCase c{make_case(s.dtype, s.precision, s.hd, s.sq, s.sk, s.causal, 77)};
+    c.batch = 1;
+    c.heads = 2;
+    c.deterministic = s.det;
+    check_case(c);
+  }
+}
