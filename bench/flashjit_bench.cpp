@@ -240,12 +240,6 @@ void validate_options(const Options& o) {
   if (o.target_ms <= 0) fail(fmt::format("--target-ms must be > 0; got {}", o.target_ms));
 }
 
-std::optional<Arch> parse_arch(const std::string& s) {
-  for (Arch a : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90, Arch::kSm90a})
-    if (s == to_string(a)) return a;
-  return std::nullopt;
-}
-
 // ---------------------------------------------------------------------------
 // Errors inside a row: thrown, caught by the row loop, recorded in the row.
 // ---------------------------------------------------------------------------
@@ -1172,7 +1166,7 @@ int list_rows(const Options& o, const std::vector<RowSpec>& rows) {
   if (driver::available() && driver::init(o.device)) {
     arch_note = "the device's arch";
   } else {
-    const auto a = parse_arch(o.arch);
+    const auto a = flashjit::parse_arch(o.arch);
     if (!a) {
       fmt::print(stderr, "flashjit-bench: --arch must be one of sm80, sm86, sm89, sm90, sm90a; got '{}'\n", o.arch);
       return 1;

@@ -78,6 +78,13 @@ std::optional<DType> parse_dtype(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<Arch> parse_arch(std::string_view s) {
+  for (Arch a : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90, Arch::kSm90a}) {
+    if (s == to_string(a)) return a;
+  }
+  return std::nullopt;
+}
+
 std::string KernelSpec::to_string() const {
   std::string dtype_field = flashjit::to_string(dtype);
   if (dtype == DType::kF32) dtype_field += flashjit::to_string(precision);
@@ -156,11 +163,7 @@ Result<KernelSpec> KernelSpec::parse(std::string_view text) {
   else return spec_error(text, fmt::format("padding must be even or padded; got '{}'", pad));
 
   auto arch = next();
-  if (arch == "sm80") spec.arch = Arch::kSm80;
-  else if (arch == "sm86") spec.arch = Arch::kSm86;
-  else if (arch == "sm89") spec.arch = Arch::kSm89;
-  else if (arch == "sm90") spec.arch = Arch::kSm90;
-  else if (arch == "sm90a") spec.arch = Arch::kSm90a;
+  if (auto a = parse_arch(arch)) spec.arch = *a;
   else return spec_error(text, fmt::format("arch must be sm80, sm86, sm89, sm90 or sm90a; got '{}'", arch));
 
   if (spec.direction == Direction::kBwd) {

@@ -87,6 +87,8 @@ const char* nvrtc_arch_name(Arch a);
 Result<Arch> arch_from_compute_capability(int major, int minor, bool hopper_features = false);
 /// Parses "bf16"/"bfloat16", "f16"/"fp16"/"float16", "f32"/"fp32"/"float32".
 std::optional<DType> parse_dtype(std::string_view s);
+/// Parses "sm80", "sm86", "sm89", "sm90", "sm90a".
+std::optional<Arch> parse_arch(std::string_view s);
 
 /// One list of what is supported: the spec grid of the seed benchmark
 /// (../shared/seed/attention_h100.json): fwd and bwd, bf16 and fp32 (tf32 and

@@ -204,6 +204,49 @@ flashjit_status flashjit_context_create(int device, flashjit_context** out) {
   });
 }
 
+flashjit_status flashjit_context_create_ex(const flashjit_context_options* options,
+                                           flashjit_context** out) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    if (options == nullptr) return null_pointer(fn, "options");
+    if (out == nullptr) return null_pointer(fn, "out");
+    *out = nullptr;
+    flashjit::ContextOptions o;
+    o.device = options->device;
+    if (options->cache_dir) o.cache.dir = options->cache_dir;
+    if (options->disable_disk_cache) o.cache.disk_enabled = false;
+    if (options->arch) {
+      auto arch = flashjit::parse_arch(options->arch);
+      if (!arch) {
+        return fail(flashjit::make_error(flashjit::Status::kInvalidArgument,
+                                         std::string("arch must be one of sm80, sm86, sm89, sm90, sm90a; got '") +
+                                             options->arch + "'"));
+      }
+      o.arch = *arch;
+    }
+    if (options->on_warning) {
+      auto cb = options->on_warning;
+      void* user = options->user_data;
+      o.on_warning = [cb, user](const std::string& m) { cb(m.c_str(), user); };
+    }
+    if (options->on_compile) {
+      auto cb = options->on_compile;
+      void* user = options->user_data;
+      o.on_compile = [cb, user](const flashjit::CompileRecord& r) {
+        flashjit_compile_info info;
+        fill_info(r, &info);
+        cb(&info, user);
+      };
+    }
+    auto ctx = flashjit::Context::create(std::move(o));
+    if (!ctx) return fail(ctx.error());
+    auto handle = std::make_unique<flashjit_context>();
+    handle->impl = std::move(ctx.value());
+    *out = handle.release();
+    return FLASHJIT_SUCCESS;
+  });
+}
+
 flashjit_status flashjit_context_destroy(flashjit_context* ctx) {
   const char* const fn = __func__;
   return guarded(fn, [&]() -> flashjit_status {

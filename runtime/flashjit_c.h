@@ -120,6 +120,23 @@ typedef struct flashjit_compile_info {
  *  cache is configured by the FLASHJIT_CACHE_* environment variables. */
 flashjit_status flashjit_context_create(int device, flashjit_context** out);
 
+/** Options of flashjit_context_create_ex. Zero-initialize, then set what you need. */
+typedef struct flashjit_context_options {
+  int device;              /**< CUDA device ordinal (>= 0) */
+  const char* cache_dir;   /**< kernel cache directory; NULL: from FLASHJIT_CACHE_DIR etc. */
+  int disable_disk_cache;  /**< nonzero: memory cache only */
+  const char* arch;        /**< "sm80" .. "sm90a" to generate for; NULL: the device's */
+  /** Called with each warning (unwritable cache, corrupt entry); the library never prints. */
+  void (*on_warning)(const char* message, void* user_data);
+  /** Called once per kernel request that was not an in-memory hit. */
+  void (*on_compile)(const flashjit_compile_info* info, void* user_data);
+  void* user_data;         /**< passed to both callbacks */
+} flashjit_context_options;
+
+/** Creates a context with options (see flashjit_context_options). */
+flashjit_status flashjit_context_create_ex(const flashjit_context_options* options,
+                                           flashjit_context** out);
+
 /** Destroys a context and its loaded kernels. NULL is a no-op (like free()). */
 flashjit_status flashjit_context_destroy(flashjit_context* ctx);
 

@@ -17,6 +17,8 @@
 
 #include <unistd.h>
 
+#include <unistd.h>
+
 #include "compiler/status.h"
 #include "runtime/driver.h"
 #include "runtime/flashjit.h"
@@ -538,4 +540,52 @@ TEST_CASE("outputs whose heads or batches overlap are UNSUPPORTED_STRIDE", "[c_a
   Case e;
   e.q.head_stride = 8;
   CHECK(forward(h.ctx, e) != FLASHJIT_ERROR_UNSUPPORTED_STRIDE);
+}
+
+namespace {
+struct CallbackLog {
+  std::vector<std::string> warnings;
+  std::vector<std::string> compiled;
+};
+}  // namespace
+
+TEST_CASE("context_create_ex: cache dir, arch, callbacks, bad options", "[c_api][nvrtc]") {
+  flashjit_context* ctx = nullptr;
+  CHECK(flashjit_context_create_ex(nullptr, &ctx) == FLASHJIT_ERROR_NULL_POINTER);
+  CHECK_THAT(last_error(), Catch::Contains("options"));
+  flashjit_context_options o{};
+  CHECK(flashjit_context_create_ex(&o, nullptr) == FLASHJIT_ERROR_NULL_POINTER);
+  o.arch = "sm75";
+  CHECK(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("sm75"));
+  CHECK(ctx == nullptr);
+
+  // A cache "directory" under a regular file cannot be created: the compile
+  // still succeeds, and the warning reaches the C callback.
+  char dir_template[] = "/tmp/flashjit-capi-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string file = dir + "/file";
+  FILE* f = std::fopen(file.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fclose(f);
+  const std::string bad_dir = file + "/cache";
+  CallbackLog log;
+  o.arch = "sm86";
+  o.cache_dir = bad_dir.c_str();
+  o.user_data = &log;
+  o.on_warning = [](const char* m, void* user) { static_cast<CallbackLog*>(user)->warnings.push_back(m); };
+  o.on_compile = [](const flashjit_compile_info* i, void* user) {
+    static_cast<CallbackLog*>(user)->compiled.push_back(i->spec);
+  };
+  REQUIRE(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_SUCCESS);
+  flashjit_compile_info info;
+  REQUIRE(flashjit_compile(ctx, "fwd_bf16_d32_noncausal_even_sm86", &info) == FLASHJIT_SUCCESS);
+  CHECK(info.cache_outcome == FLASHJIT_CACHE_COMPILED);
+  REQUIRE(log.compiled.size() == 1);
+  CHECK(log.compiled[0].rfind("fwd_bf16_d32_noncausal_even_sm86", 0) == 0);
+  REQUIRE(log.warnings.size() == 1);
+  CHECK_THAT(log.warnings[0], Catch::Contains(bad_dir));
+  flashjit_context_destroy(ctx);
+  std::remove(file.c_str());
+  rmdir(dir.c_str());
 }
