@@ -114,23 +114,12 @@ TEST_CASE("NVRTC compiles every spec of the warm-up grid with no spills", "[code
   check_all(compile_all(seed_grid_specs(Arch::kSm90)));
 }
 
-TEST_CASE("NVRTC compiles the other head dims, f16, det and older arches", "[codegen][nvrtc]") {
+TEST_CASE("NVRTC compiles every supported spec on every arch with no spills", "[codegen][nvrtc]") {
   REQUIRE(nvrtc::load().ok());
   std::vector<KernelSpec> specs;
-  for (const KernelSpec& s : all_supported_specs(Arch::kSm86)) {
-    // One spec per (direction, head_dim, dtype) corner that the seed grid does not cover.
-    const bool other_hd = s.head_dim == 32 || s.head_dim == 96 || s.head_dim == 256;
-    const bool pick = (other_hd && s.causal && s.padding == SeqPadding::kPadded &&
-                       s.precision != Precision::kIEEE && !s.deterministic) ||
-                      (s.dtype == DType::kF16 && s.head_dim == 128 && s.causal && !s.deterministic &&
-                       s.padding == SeqPadding::kPadded) ||
-                      (s.deterministic && s.head_dim == 128 && !s.causal && s.padding == SeqPadding::kPadded &&
-                       s.dtype == DType::kBF16);
-    if (pick) specs.push_back(s);
+  for (Arch arch : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90}) {
+    for (const KernelSpec& s : all_supported_specs(arch)) specs.push_back(s);
   }
-  for (const KernelSpec& s : seed_grid_specs(Arch::kSm80)) {
-    if (s.head_dim == 128 && s.causal && s.padding == SeqPadding::kPadded) specs.push_back(s);
-  }
-  REQUIRE(specs.size() >= 10);
+  REQUIRE(specs.size() == 4 * all_supported_specs(Arch::kSm90).size());
   check_all(compile_all(specs));
 }
