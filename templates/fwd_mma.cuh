@@ -437,41 +437,70 @@ struct FwdKernel {
   // and one MUFU.EX2 per score). Rows that have seen only masked keys keep
   // max = -inf; they subtract 0 instead so that exp2 gives 0, not NaN.
   // -------------------------------------------------------------------------
+  // Row statistics of one S tile. A row is (m-tile mt, half): rows g and g + 8.
+
+  /// max(running, this tile's scores of the row), reduced over the quad.
+  static __device__ __forceinline__ float tile_row_max(const AccS& acc_s, int mt, int half, float running) {
+    float mx = running;
+#pragma unroll
+    for (int j = 0; j < kNTilesS; ++j) {
+      mx = ptx::fmax(mx, ptx::fmax(acc_s[mt][j][2 * half], acc_s[mt][j][2 * half + 1]));
+    }
+    return ptx::quad_max(mx);
+  }
+
+  /// The row max in exp2 units; 0 for a row that has seen only masked keys, so
+  /// exp2(-inf - 0) = 0 instead of NaN.
+  static __device__ __forceinline__ float scaled_max(float mx, float scale_log2) {
+    return mx == neg_inf() ? 0.f : mx * scale_log2;
+  }
+
+  /// Moves the row to a new reference max: O and the running sum scale by
+  /// exp2(old - new). Returns the new max in exp2 units.
+  static __device__ __forceinline__ float move_row_max(AccO& acc_o, RowStat& row_max, RowStat& row_sum,
+                                                      int mt, int half, float new_max, float scale_log2) {
+    const float max_scaled = scaled_max(new_max, scale_log2);
+    const float correction = ptx::exp2_approx(row_max[mt][half] * scale_log2 - max_scaled);
+    row_max[mt][half] = new_max;
+    row_sum[mt][half] *= correction;
+#pragma unroll
+    for (int dj = 0; dj < kNTilesO; ++dj) {
+      acc_o[mt][dj][2 * half] *= correction;
+      acc_o[mt][dj][2 * half + 1] *= correction;
+    }
+    return max_scaled;
+  }
+
+  /// S -> P = exp2(S * scale_log2 - max) in place, added to this lane's partial
+  /// row sum (quad-reduced once at the end).
+  static __device__ __forceinline__ void exponentiate_row(AccS& acc_s, RowStat& row_sum, int mt, int half,
+                                                          float max_scaled, float scale_log2) {
+    float sum = row_sum[mt][half];
+#pragma unroll
+    for (int j = 0; j < kNTilesS; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& s = acc_s[mt][j][2 * half + e];
+        s = ptx::exp2_approx(s * scale_log2 - max_scaled);  // contracted to one FFMA
+        sum += s;
+      }
+    row_sum[mt][half] = sum;
+  }
+
   static __device__ __forceinline__ void softmax_rescale_eager(AccS& acc_s, AccO& acc_o, RowStat& row_max,
-                                                         RowStat& row_sum, float scale_log2) {
+                                                               RowStat& row_sum, float scale_log2) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        float mx = row_max[mt][half];
-#pragma unroll
-        for (int j = 0; j < kNTilesS; ++j) {
-          mx = ptx::fmax(mx, ptx::fmax(acc_s[mt][j][2 * half], acc_s[mt][j][2 * half + 1]));
-        }
-        mx = ptx::quad_max(mx);
-        const float max_scaled = mx == neg_inf() ? 0.f : mx * scale_log2;
-        const float correction = ptx::exp2_approx(row_max[mt][half] * scale_log2 - max_scaled);
-        row_max[mt][half] = mx;
-        float sum = row_sum[mt][half] * correction;
-#pragma unroll
-        for (int dj = 0; dj < kNTilesO; ++dj) {
-          acc_o[mt][dj][2 * half] *= correction;
-          acc_o[mt][dj][2 * half + 1] *= correction;
-        }
-#pragma unroll
-        for (int j = 0; j < kNTilesS; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& s = acc_s[mt][j][2 * half + e];
-            s = ptx::exp2_approx(s * scale_log2 - max_scaled);  // contracted to one FFMA
-            sum += s;
-          }
-        row_sum[mt][half] = sum;  // this lane's partial sum; quad-reduced once at the end
+        const float mx = tile_row_max(acc_s, mt, half, row_max[mt][half]);
+        const float max_scaled = move_row_max(acc_o, row_max, row_sum, mt, half, mx, scale_log2);
+        exponentiate_row(acc_s, row_sum, mt, half, max_scaled, scale_log2);
       }
   }
 
   static __device__ __forceinline__ void softmax_rescale_lazy(AccS& acc_s, AccO& acc_o, RowStat& row_max,
-                                                         RowStat& row_sum, float scale_log2) {
+                                                              RowStat& row_sum, float scale_log2) {
     // Lazy rescaling: the reference max of a row only moves when the new max
     // exceeds it by more than kRescaleLog2 (in log2 units), so P <= 2^8 and O
     // is rescaled rarely (one warp vote per tile instead of D/2 FMULs per row).
@@ -482,48 +511,22 @@ struct FwdKernel {
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        float mx = row_max[mt][half];
-#pragma unroll
-        for (int j = 0; j < kNTilesS; ++j) {
-          mx = ptx::fmax(mx, ptx::fmax(acc_s[mt][j][2 * half], acc_s[mt][j][2 * half + 1]));
-        }
-        mx = ptx::quad_max(mx);
-        new_max[mt][half] = mx;
-        need |= mx * scale_log2 > row_max[mt][half] * scale_log2 + kRescaleLog2;
+        new_max[mt][half] = tile_row_max(acc_s, mt, half, row_max[mt][half]);
+        need |= new_max[mt][half] * scale_log2 > row_max[mt][half] * scale_log2 + kRescaleLog2;
       }
     if (ptx::warp_any(need)) {
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const float mx = new_max[mt][half];
-          const float max_scaled = mx == neg_inf() ? 0.f : mx * scale_log2;
-          const float correction = ptx::exp2_approx(row_max[mt][half] * scale_log2 - max_scaled);
-          row_max[mt][half] = mx;
-          row_sum[mt][half] *= correction;
-#pragma unroll
-          for (int dj = 0; dj < kNTilesO; ++dj) {
-            acc_o[mt][dj][2 * half] *= correction;
-            acc_o[mt][dj][2 * half + 1] *= correction;
-          }
+          move_row_max(acc_o, row_max, row_sum, mt, half, new_max[mt][half], scale_log2);
         }
     }
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float mx = row_max[mt][half];
-        const float max_scaled = mx == neg_inf() ? 0.f : mx * scale_log2;
-        float sum = row_sum[mt][half];
-#pragma unroll
-        for (int j = 0; j < kNTilesS; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& s = acc_s[mt][j][2 * half + e];
-            s = ptx::exp2_approx(s * scale_log2 - max_scaled);
-            sum += s;
-          }
-        row_sum[mt][half] = sum;
+        exponentiate_row(acc_s, row_sum, mt, half, scaled_max(row_max[mt][half], scale_log2), scale_log2);
       }
   }
 
