@@ -213,8 +213,10 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
 Arch Context::arch() const { return impl_->arch; }
 DiskCache& Context::disk_cache() { return impl_->jit->disk(); }
 
-Result<KernelSpec> Context::spec_for(const Problem& problem, Direction direction, bool deterministic) {
-  if (auto r = validate_problem(problem); !r) return r.error();
+namespace {
+
+// The spec of an already validated problem.
+Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool deterministic, Arch arch) {
   const Problem p = normalized(problem);
   KernelSpec spec;
   spec.direction = direction;
@@ -222,7 +224,7 @@ Result<KernelSpec> Context::spec_for(const Problem& problem, Direction direction
   spec.precision = p.precision;
   spec.head_dim = p.head_dim;
   spec.causal = p.causal;
-  spec.arch = impl_->arch;
+  spec.arch = arch;
   spec.deterministic = direction == Direction::kBwd && deterministic;
   // Even only if both lengths are multiples of the even kernel's tile and
   // every batch entry has all seqlen_k keys.
@@ -232,8 +234,22 @@ Result<KernelSpec> Context::spec_for(const Problem& problem, Direction direction
                     p.seqlen_k % even_tile.block_n == 0;
   spec.padding = even ? SeqPadding::kEven : SeqPadding::kPadded;
   spec.tile = choose_tile_config(spec);
-  if (auto r = spec.validate(); !r) return r.error();
+  if (auto r = spec.validate(); !r) return r.error();  // the policy's tile fits the arch
   return spec;
+}
+
+// q, k and v of either direction.
+Result<void> validate_inputs(const TensorView& q, const TensorView& k, const TensorView& v, const Problem& p) {
+  if (auto r = validate_tensor("q", q, p, p.seqlen_q); !r) return r;
+  if (auto r = validate_tensor("k", k, p, p.seqlen_k); !r) return r;
+  return validate_tensor("v", v, p, p.seqlen_k);
+}
+
+}  // namespace
+
+Result<KernelSpec> Context::spec_for(const Problem& problem, Direction direction, bool deterministic) {
+  if (auto r = validate_problem(problem); !r) return r.error();
+  return make_spec(problem, direction, deterministic, impl_->arch);
 }
 
 Result<CompileRecord> Context::compile(const KernelSpec& spec) {
@@ -260,12 +276,10 @@ Result<CompileRecord> Context::load(const KernelSpec& spec) {
 Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   if (auto r = validate_problem(a.problem); !r) return r.error();
   const Problem& p = a.problem;
-  if (auto r = validate_tensor("q", a.q, p, p.seqlen_q); !r) return r.error();
-  if (auto r = validate_tensor("k", a.k, p, p.seqlen_k); !r) return r.error();
-  if (auto r = validate_tensor("v", a.v, p, p.seqlen_k); !r) return r.error();
+  if (auto r = validate_inputs(a.q, a.k, a.v, p); !r) return r.error();
   if (auto r = validate_output("o", a.o, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
-  auto spec = spec_for(p, Direction::kFwd);
+  auto spec = make_spec(p, Direction::kFwd, false, impl_->arch);
   if (!spec) return spec.error();
   if (auto r = impl_->device_ready(); !r) return r.error();
 
@@ -308,9 +322,7 @@ Result<size_t> Context::backward_workspace_size(const Problem& problem, bool det
 Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
   if (auto r = validate_problem(a.problem); !r) return r.error();
   const Problem& p = a.problem;
-  if (auto r = validate_tensor("q", a.q, p, p.seqlen_q); !r) return r.error();
-  if (auto r = validate_tensor("k", a.k, p, p.seqlen_k); !r) return r.error();
-  if (auto r = validate_tensor("v", a.v, p, p.seqlen_k); !r) return r.error();
+  if (auto r = validate_inputs(a.q, a.k, a.v, p); !r) return r.error();
   if (auto r = validate_tensor("o", a.o, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_tensor("dout", a.dout, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_output("dq", a.dq, p, p.seqlen_q); !r) return r.error();
@@ -318,7 +330,7 @@ Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
   if (auto r = validate_output("dv", a.dv, p, p.seqlen_k); !r) return r.error();
   if (!a.lse) return make_error(Status::kNullPointer, "lse is null (backward needs the forward's lse)");
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
-  auto spec = spec_for(p, Direction::kBwd, a.deterministic);
+  auto spec = make_spec(p, Direction::kBwd, a.deterministic, impl_->arch);
   if (!spec) return spec.error();
   const BwdShape shape{p.batch, p.heads, p.seqlen_q, p.seqlen_k};
   const size_t need = bwd_workspace_bytes(*spec, shape);
