@@ -162,7 +162,15 @@ struct ErrorNorm {
     ref2 += ref * ref;
     max_abs = std::max(max_abs, std::abs(got - ref));
   }
-  double rel() const { return ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2); }
+  /// For outputs whose exact value is zero (a gradient that cancels, e.g. dQ
+  /// with one key), the error is measured against the magnitude of the terms
+  /// that cancel instead: accumulated here, used by rel() when ref2 is 0.
+  double magnitude2 = 0;
+  void add_magnitude(double m) { magnitude2 += m * m; }
+  double rel() const {
+    if (ref2 > 0) return std::sqrt(diff2 / ref2);
+    return magnitude2 > 0 ? std::sqrt(diff2 / magnitude2) : std::sqrt(diff2);
+  }
 };
 
 /// The tolerance on ||out - ref|| / ||ref|| for a forward output of this math.

@@ -100,6 +100,29 @@ BackwardResult run_backward(const BackwardCase& c, bool check_against_reference 
       bench::reference_backward(shape, qb.data(), kb.data(), vb.data(), dob.data(), ro.data(),
                                 rl.data(), rdq.data(), rdk.data(), rdv.data(), {}, host_threads());
     }
+    if (sk == 1) {
+      // One key: the softmax is constant, so dS = P (dP - D) = dO.v0 - dO.o is
+      // exactly zero and so are dQ and dK; what the kernel returns is the
+      // rounding of that cancellation. Its scale, per element:
+      //   dQ[i][d] ~ scale * 2|dO_i . v0| |k0[d]|,  dK[0][d] ~ scale * sum_i 2|dO_i . v0| |q_i[d]|.
+      const auto qb = batch_slice(q, c, bi, c.seqlen_q, c.seqlen_q);
+      const auto kb = batch_slice(k, c, bi, c.seqlen_k, 1);
+      const auto vb = batch_slice(v, c, bi, c.seqlen_k, 1);
+      const auto dob = batch_slice(dout, c, bi, c.seqlen_q, c.seqlen_q);
+      for (int h = 0; h < c.heads; ++h) {
+        std::vector<double> dk_mag(c.head_dim, 0.0);
+        for (int i = 0; i < c.seqlen_q; ++i) {
+          const size_t at = size_t(i) * row + size_t(h) * c.head_dim;
+          double dp = 0;
+          for (int d = 0; d < c.head_dim; ++d) dp += double(dob[at + d]) * vb[size_t(h) * c.head_dim + d];
+          for (int d = 0; d < c.head_dim; ++d) {
+            res.dq.add_magnitude(scale * 2 * std::abs(dp) * std::abs(kb[size_t(h) * c.head_dim + d]));
+            dk_mag[d] += scale * 2 * std::abs(dp) * std::abs(qb[at + d]);
+          }
+        }
+        for (double m : dk_mag) res.dk.add_magnitude(m);
+      }
+    }
     // Keys past the entry's length get zero gradients (rdk/rdv stay 0 there).
     for (size_t i = 0; i < size_t(c.seqlen_q) * row; ++i) res.dq.add(gq[bi * c.seqlen_q * row + i], rdq[i]);
     for (size_t i = 0; i < size_t(c.seqlen_k) * row; ++i) {
