@@ -319,7 +319,10 @@ Result<size_t> Context::backward_workspace_size(const Problem& problem, bool det
                                              problem.seqlen_k});
 }
 
-Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
+namespace {
+
+// Everything backward() checks before it touches the device; returns its spec.
+Result<KernelSpec> check_backward_args(const BackwardArgs& a, Arch arch) {
   if (auto r = validate_problem(a.problem); !r) return r.error();
   const Problem& p = a.problem;
   if (auto r = validate_inputs(a.q, a.k, a.v, p); !r) return r.error();
@@ -330,10 +333,9 @@ Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
   if (auto r = validate_output("dv", a.dv, p, p.seqlen_k); !r) return r.error();
   if (!a.lse) return make_error(Status::kNullPointer, "lse is null (backward needs the forward's lse)");
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
-  auto spec = make_spec(p, Direction::kBwd, a.deterministic, impl_->arch);
+  auto spec = make_spec(p, Direction::kBwd, a.deterministic, arch);
   if (!spec) return spec.error();
-  const BwdShape shape{p.batch, p.heads, p.seqlen_q, p.seqlen_k};
-  const size_t need = bwd_workspace_bytes(*spec, shape);
+  const size_t need = bwd_workspace_bytes(*spec, BwdShape{p.batch, p.heads, p.seqlen_q, p.seqlen_k});
   if (need > 0 && !a.workspace) {
     return make_error(Status::kNullPointer,
                       fmt::format("workspace is null; this problem needs {} bytes", need));
@@ -347,6 +349,16 @@ Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
     return make_error(Status::kMisalignedPointer,
                       fmt::format("workspace must be {}-byte aligned; got {}", kVectorBytes, a.workspace));
   }
+  return spec;
+}
+
+}  // namespace
+
+Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
+  auto spec = check_backward_args(a, impl_->arch);
+  if (!spec) return spec.error();
+  const Problem& p = a.problem;
+  const BwdShape shape{p.batch, p.heads, p.seqlen_q, p.seqlen_k};
   if (auto r = impl_->device_ready(); !r) return r.error();
 
   LaunchInfo info;
@@ -382,6 +394,51 @@ Result<LaunchInfo> Context::backward(const BackwardArgs& a) {
                                                       spec->to_string(), r.error().message));
     }
   }
+  return info;
+}
+
+Result<ForwardBackwardInfo> Context::forward_backward(const ForwardBackwardArgs& a) {
+  ForwardArgs f;
+  f.problem = a.problem;
+  f.q = a.q; f.k = a.k; f.v = a.v; f.o = a.o;
+  f.lse = a.lse;
+  f.stream = a.stream;
+  BackwardArgs b;
+  b.problem = a.problem;
+  b.q = a.q; b.k = a.k; b.v = a.v; b.o = a.o; b.dout = a.dout;
+  b.lse = a.lse;
+  b.dq = a.dq; b.dk = a.dk; b.dv = a.dv;
+  b.workspace = a.workspace;
+  b.workspace_bytes = a.workspace_bytes;
+  b.deterministic = a.deterministic;
+  b.stream = a.stream;
+  // Every check, and both kernels loaded, before the first launch: an error
+  // never leaves o and lse written with the gradients not.
+  auto bwd_spec = check_backward_args(b, impl_->arch);
+  if (!bwd_spec) return bwd_spec.error();
+  if (auto r = validate_output("o", a.o, a.problem, a.problem.seqlen_q); !r) return r.error();
+  for (const TensorView* g : {&a.dq, &a.dk, &a.dv}) {
+    if (g->data == a.o.data) {
+      return make_error(Status::kInvalidArgument, "o must not alias dq, dk or dv (forward_backward writes both)");
+    }
+  }
+  if (auto r = impl_->device_ready(); !r) return r.error();
+  auto fwd_spec = make_spec(a.problem, Direction::kFwd, false, impl_->arch);
+  if (!fwd_spec) return fwd_spec.error();
+  // The records of these loads are what getting the kernels cost; the
+  // launches below then hit the in-memory cache.
+  CompileRecord fwd_record, bwd_record;
+  if (auto m = impl_->jit->load(*fwd_spec, impl_->options.device, &fwd_record); !m) return m.error();
+  if (auto m = impl_->jit->load(*bwd_spec, impl_->options.device, &bwd_record); !m) return m.error();
+  ForwardBackwardInfo info;
+  auto fr = forward(f);
+  if (!fr) return fr.error();
+  info.forward = std::move(*fr);
+  info.forward.compile = fwd_record;
+  auto br = backward(b);
+  if (!br) return br.error();
+  info.backward = std::move(*br);
+  info.backward.compile = bwd_record;
   return info;
 }
 

@@ -329,6 +329,54 @@ flashjit_status flashjit_backward(flashjit_context* ctx, const flashjit_problem*
   });
 }
 
+flashjit_status flashjit_forward_backward(flashjit_context* ctx, const flashjit_problem* problem,
+                                          const flashjit_tensor* q, const flashjit_tensor* k,
+                                          const flashjit_tensor* v, flashjit_tensor* o, float* lse,
+                                          const flashjit_tensor* dout, flashjit_tensor* dq,
+                                          flashjit_tensor* dk, flashjit_tensor* dv, void* workspace,
+                                          size_t workspace_bytes, int deterministic, void* stream,
+                                          flashjit_compile_info* fwd_info,
+                                          flashjit_compile_info* bwd_info) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    reset_info(fwd_info);
+    reset_info(bwd_info);
+    if (ctx == nullptr) return null_pointer(fn, "ctx");
+    if (problem == nullptr) return null_pointer(fn, "problem");
+    if (q == nullptr) return null_pointer(fn, "q");
+    if (k == nullptr) return null_pointer(fn, "k");
+    if (v == nullptr) return null_pointer(fn, "v");
+    if (o == nullptr) return null_pointer(fn, "o");
+    if (lse == nullptr) return null_pointer(fn, "lse");
+    if (dout == nullptr) return null_pointer(fn, "dout");
+    if (dq == nullptr) return null_pointer(fn, "dq");
+    if (dk == nullptr) return null_pointer(fn, "dk");
+    if (dv == nullptr) return null_pointer(fn, "dv");
+    auto p = to_problem(*problem);
+    if (!p) return fail(p.error());
+    flashjit::ForwardBackwardArgs args;
+    args.problem = *p;
+    args.q = to_view(*q);
+    args.k = to_view(*k);
+    args.v = to_view(*v);
+    args.o = to_view(*o);
+    args.lse = lse;
+    args.dout = to_view(*dout);
+    args.dq = to_view(*dq);
+    args.dk = to_view(*dk);
+    args.dv = to_view(*dv);
+    args.workspace = workspace;
+    args.workspace_bytes = workspace_bytes;
+    args.deterministic = deterministic != 0;
+    args.stream = stream;
+    auto r = ctx->impl->forward_backward(args);
+    if (!r) return fail(r.error());
+    fill_info(r->forward.compile, fwd_info);
+    fill_info(r->backward.compile, bwd_info);
+    return FLASHJIT_SUCCESS;
+  });
+}
+
 flashjit_status flashjit_backward_workspace_size(flashjit_context* ctx,
                                                  const flashjit_problem* problem,
                                                  int deterministic, size_t* out) {

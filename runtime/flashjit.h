@@ -104,6 +104,27 @@ struct BackwardArgs {
   void* stream = nullptr;
 };
 
+/// Forward then backward in one call (a training step that already has dO, or a
+/// benchmark): writes o and lse, then dq, dk, dv.
+struct ForwardBackwardArgs {
+  Problem problem;
+  TensorView q, k, v;          ///< inputs
+  TensorView o;                ///< forward output, then read by the backward
+  float* lse = nullptr;        ///< required: [batch, heads, seqlen_q] fp32
+  TensorView dout;             ///< gradient of o
+  TensorView dq, dk, dv;       ///< outputs
+  void* workspace = nullptr;   ///< at least backward_workspace_size() bytes
+  size_t workspace_bytes = 0;
+  bool deterministic = false;  ///< as in BackwardArgs
+  void* stream = nullptr;
+};
+
+/// What forward_backward() reports: one LaunchInfo per direction.
+struct ForwardBackwardInfo {
+  LaunchInfo forward;
+  LaunchInfo backward;
+};
+
 /// Options of a Context.
 struct ContextOptions {
   int device = 0;
@@ -129,6 +150,9 @@ class Context {
   Result<LaunchInfo> forward(const ForwardArgs& args);
   /// dQ, dK, dV from dO, using the forward's O and lse.
   Result<LaunchInfo> backward(const BackwardArgs& args);
+  /// forward() then backward(), every argument checked and both kernels
+  /// loaded before the first launch.
+  Result<ForwardBackwardInfo> forward_backward(const ForwardBackwardArgs& args);
   /// Bytes of workspace backward() needs for this problem.
   Result<size_t> backward_workspace_size(const Problem& problem, bool deterministic = false);
 

@@ -160,6 +160,18 @@ flashjit_status flashjit_backward(flashjit_context* ctx, const flashjit_problem*
                                   void* workspace, size_t workspace_bytes, int deterministic,
                                   void* stream, flashjit_compile_info* info);
 
+/** flashjit_forward() then flashjit_backward() in one call: writes o and lse
+ *  (both required), then dq, dk, dv. Every argument is checked and both kernels
+ *  are loaded before the first launch. `fwd_info` and `bwd_info` may be NULL. */
+flashjit_status flashjit_forward_backward(flashjit_context* ctx, const flashjit_problem* problem,
+                                          const flashjit_tensor* q, const flashjit_tensor* k,
+                                          const flashjit_tensor* v, flashjit_tensor* o, float* lse,
+                                          const flashjit_tensor* dout, flashjit_tensor* dq,
+                                          flashjit_tensor* dk, flashjit_tensor* dv, void* workspace,
+                                          size_t workspace_bytes, int deterministic, void* stream,
+                                          flashjit_compile_info* fwd_info,
+                                          flashjit_compile_info* bwd_info);
+
 /** Bytes of workspace flashjit_backward() needs for `problem`, in *out. */
 flashjit_status flashjit_backward_workspace_size(flashjit_context* ctx,
                                                  const flashjit_problem* problem,

@@ -20,6 +20,8 @@ struct BackwardResult {
 
 struct BackwardCase : AttentionCase {
   bool deterministic = false;
+  /// One Context::forward_backward() call instead of forward() then backward().
+  bool one_call = false;
 };
 
 BackwardResult run_backward(const BackwardCase& c, bool check_against_reference = true) {
@@ -54,7 +56,9 @@ BackwardResult run_backward(const BackwardCase& c, bool check_against_reference 
   f.v = view(bv, c, c.seqlen_k);
   f.o = view(bo, c, c.seqlen_q);
   f.lse = static_cast<float*>(blse.ptr());
-  if (auto r = shared_context().forward(f); !r) throw std::runtime_error(r.error().message);
+  if (!c.one_call) {
+    if (auto r = shared_context().forward(f); !r) throw std::runtime_error(r.error().message);
+  }
 
   auto ws_bytes = shared_context().backward_workspace_size(p, c.deterministic);
   if (!ws_bytes) throw std::runtime_error(ws_bytes.error().message);
@@ -70,7 +74,23 @@ BackwardResult run_backward(const BackwardCase& c, bool check_against_reference 
   b.workspace = ws.ptr();
   b.workspace_bytes = *ws_bytes;
   b.deterministic = c.deterministic;
-  auto info = shared_context().backward(b);
+  Result<LaunchInfo> info = make_error(Status::kInternal, "not run");
+  if (c.one_call) {
+    ForwardBackwardArgs fb;
+    fb.problem = p;
+    fb.q = f.q; fb.k = f.k; fb.v = f.v; fb.o = f.o;
+    fb.lse = f.lse;
+    fb.dout = b.dout;
+    fb.dq = b.dq; fb.dk = b.dk; fb.dv = b.dv;
+    fb.workspace = b.workspace;
+    fb.workspace_bytes = b.workspace_bytes;
+    fb.deterministic = b.deterministic;
+    auto both = shared_context().forward_backward(fb);
+    if (!both) throw std::runtime_error(both.error().message);
+    info = both->backward;
+  } else {
+    info = shared_context().backward(b);
+  }
   if (!info) throw std::runtime_error(info.error().message);
   if (auto r = driver::context_synchronize(); !r) throw std::runtime_error(r.error().message);
 
@@ -218,6 +238,19 @@ TEST_CASE("backward: deterministic mode is bitwise reproducible and correct", "[
       CHECK(again.raw_dv == first.raw_dv);
     }
   }
+}
+
+TEST_CASE("backward: forward_backward in one call equals forward then backward, bitwise", "[gpu][bwd]") {
+  BackwardCase c{make_case(DType::kBF16, Precision::kNative, 64, 600, 1500, true, 5)};
+  c.deterministic = true;
+  c.one_call = true;
+  check_case(c);
+  const BackwardResult fused = run_backward(c, false);
+  c.one_call = false;
+  const BackwardResult separate = run_backward(c, false);
+  CHECK(fused.raw_dq == separate.raw_dq);
+  CHECK(fused.raw_dk == separate.raw_dk);
+  CHECK(fused.raw_dv == separate.raw_dv);
 }
 
 // Small cases for compute-sanitizer (memcheck, racecheck; scripts/gpu_check.sh

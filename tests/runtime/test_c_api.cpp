@@ -589,3 +589,38 @@ TEST_CASE("context_create_ex: cache dir, arch, callbacks, bad options", "[c_api]
   std::remove(file.c_str());
   rmdir(dir.c_str());
 }
+
+TEST_CASE("forward_backward checks every argument before any driver call", "[c_api]") {
+  Ctx h;
+  Case c;
+  size_t need = 0;
+  REQUIRE(flashjit_backward_workspace_size(h.ctx, &c.problem, 0, &need) == FLASHJIT_SUCCESS);
+  void* ws = need ? fake_ptr(20) : nullptr;
+  auto call = [&](Case& x, float* lse, void* w, size_t bytes) {
+    return flashjit_forward_backward(h.ctx, &x.problem, &x.q, &x.k, &x.v, &x.o, lse, &x.dout, &x.dq,
+                                     &x.dk, &x.dv, w, bytes, 0, nullptr, nullptr, nullptr);
+  };
+  CHECK(call(c, nullptr, ws, need) == FLASHJIT_ERROR_NULL_POINTER);
+  CHECK(names(last_error(), "lse"));
+  CHECK(flashjit_forward_backward(h.ctx, &c.problem, &c.q, &c.k, &c.v, &c.o, c.lse, nullptr, &c.dq,
+                                  &c.dk, &c.dv, ws, need, 0, nullptr, nullptr, nullptr) ==
+        FLASHJIT_ERROR_NULL_POINTER);
+  CHECK(names(last_error(), "dout"));
+  if (need > 0) {
+    // A backward-only argument fails the call before the forward runs.
+    CHECK(call(c, c.lse, ws, need - 1) == FLASHJIT_ERROR_INVALID_ARGUMENT);
+    CHECK(names(last_error(), "workspace_bytes"));
+  }
+  Case alias;
+  alias.o = alias.dq;
+  CHECK(call(alias, alias.lse, ws, need) != FLASHJIT_SUCCESS);
+  CHECK_FALSE(last_error().empty());
+  Case bad;
+  bad.problem.head_dim = 80;
+  CHECK(call(bad, bad.lse, ws, need) == FLASHJIT_ERROR_UNSUPPORTED_HEAD_DIM);
+  if (!flashjit::driver::available()) {
+    const flashjit_status s = call(c, c.lse, ws, need);
+    INFO(last_error());
+    CHECK((s == FLASHJIT_ERROR_DRIVER_UNAVAILABLE || s == FLASHJIT_ERROR_NO_DEVICE));
+  }
+}
