@@ -285,6 +285,38 @@ flashjit_status flashjit_forward(flashjit_context* ctx, const flashjit_problem* 
   });
 }
 
+namespace {
+
+// The problem and tensors of backward and forward_backward, null-checked (the
+// status names the argument) and converted.
+flashjit_status to_backward_args(const char* fn, const flashjit_problem* problem,
+                                 const flashjit_tensor* q, const flashjit_tensor* k,
+                                 const flashjit_tensor* v, const flashjit_tensor* o,
+                                 const flashjit_tensor* dout, const flashjit_tensor* dq,
+                                 const flashjit_tensor* dk, const flashjit_tensor* dv,
+                                 flashjit::BackwardArgs* out) {
+  if (problem == nullptr) return null_pointer(fn, "problem");
+  const std::pair<const flashjit_tensor*, const char*> tensors[] = {
+      {q, "q"}, {k, "k"}, {v, "v"}, {o, "o"}, {dout, "dout"}, {dq, "dq"}, {dk, "dk"}, {dv, "dv"}};
+  for (const auto& [t, name] : tensors) {
+    if (t == nullptr) return null_pointer(fn, name);
+  }
+  auto p = to_problem(*problem);
+  if (!p) return fail(p.error());
+  out->problem = *p;
+  out->q = to_view(*q);
+  out->k = to_view(*k);
+  out->v = to_view(*v);
+  out->o = to_view(*o);
+  out->dout = to_view(*dout);
+  out->dq = to_view(*dq);
+  out->dk = to_view(*dk);
+  out->dv = to_view(*dv);
+  return FLASHJIT_SUCCESS;
+}
+
+}  // namespace
+
 flashjit_status flashjit_backward(flashjit_context* ctx, const flashjit_problem* problem,
                                   const flashjit_tensor* q, const flashjit_tensor* k,
                                   const flashjit_tensor* v, const flashjit_tensor* o,
@@ -296,28 +328,10 @@ flashjit_status flashjit_backward(flashjit_context* ctx, const flashjit_problem*
   return guarded(fn, [&]() -> flashjit_status {
     reset_info(info);
     if (ctx == nullptr) return null_pointer(fn, "ctx");
-    if (problem == nullptr) return null_pointer(fn, "problem");
-    if (q == nullptr) return null_pointer(fn, "q");
-    if (k == nullptr) return null_pointer(fn, "k");
-    if (v == nullptr) return null_pointer(fn, "v");
-    if (o == nullptr) return null_pointer(fn, "o");
-    if (dout == nullptr) return null_pointer(fn, "dout");
-    if (dq == nullptr) return null_pointer(fn, "dq");
-    if (dk == nullptr) return null_pointer(fn, "dk");
-    if (dv == nullptr) return null_pointer(fn, "dv");
-    auto p = to_problem(*problem);
-    if (!p) return fail(p.error());
     flashjit::BackwardArgs args;
-    args.problem = *p;
-    args.q = to_view(*q);
-    args.k = to_view(*k);
-    args.v = to_view(*v);
-    args.o = to_view(*o);
-    args.dout = to_view(*dout);
+    const flashjit_status s = to_backward_args(fn, problem, q, k, v, o, dout, dq, dk, dv, &args);
+    if (s != FLASHJIT_SUCCESS) return s;
     args.lse = lse;
-    args.dq = to_view(*dq);
-    args.dk = to_view(*dk);
-    args.dv = to_view(*dv);
     args.workspace = workspace;
     args.workspace_bytes = workspace_bytes;
     args.deterministic = deterministic != 0;
@@ -342,29 +356,16 @@ flashjit_status flashjit_forward_backward(flashjit_context* ctx, const flashjit_
     reset_info(fwd_info);
     reset_info(bwd_info);
     if (ctx == nullptr) return null_pointer(fn, "ctx");
-    if (problem == nullptr) return null_pointer(fn, "problem");
-    if (q == nullptr) return null_pointer(fn, "q");
-    if (k == nullptr) return null_pointer(fn, "k");
-    if (v == nullptr) return null_pointer(fn, "v");
-    if (o == nullptr) return null_pointer(fn, "o");
+    flashjit::BackwardArgs b;
+    const flashjit_status s = to_backward_args(fn, problem, q, k, v, o, dout, dq, dk, dv, &b);
+    if (s != FLASHJIT_SUCCESS) return s;
     if (lse == nullptr) return null_pointer(fn, "lse");
-    if (dout == nullptr) return null_pointer(fn, "dout");
-    if (dq == nullptr) return null_pointer(fn, "dq");
-    if (dk == nullptr) return null_pointer(fn, "dk");
-    if (dv == nullptr) return null_pointer(fn, "dv");
-    auto p = to_problem(*problem);
-    if (!p) return fail(p.error());
     flashjit::ForwardBackwardArgs args;
-    args.problem = *p;
-    args.q = to_view(*q);
-    args.k = to_view(*k);
-    args.v = to_view(*v);
-    args.o = to_view(*o);
+    args.problem = b.problem;
+    args.q = b.q; args.k = b.k; args.v = b.v; args.o = b.o;
     args.lse = lse;
-    args.dout = to_view(*dout);
-    args.dq = to_view(*dq);
-    args.dk = to_view(*dk);
-    args.dv = to_view(*dv);
+    args.dout = b.dout;
+    args.dq = b.dq; args.dk = b.dk; args.dv = b.dv;
     args.workspace = workspace;
     args.workspace_bytes = workspace_bytes;
     args.deterministic = deterministic != 0;
