@@ -45,7 +45,27 @@ std::string common_prelude(const KernelSpec& spec) {
       t.block_m, t.block_n, t.num_warps, t.num_stages, smem_bytes(spec));
 }
 
+// The Hopper forward: a __grid_constant__ parameter block, because the TMA
+// unit reads the tensor maps from kernel parameter space.
+std::string forward_wgmma_source(const KernelSpec& spec) {
+  return fmt::format(
+      "// flashjit generated source: {spec}\n"
+      "#include \"flashjit/fwd_wgmma.cuh\"\n"
+      "namespace flashjit_generated {{\n"
+      "{prelude}"
+      "using Kernel = flashjit::FwdWgmmaKernel<Element, kHeadDim, kBlockM, kBlockN, kStages, kIsCausal,\n"
+      "                                        kIsEven, kSmemBytes>;\n"
+      "}}  // namespace flashjit_generated\n"
+      "extern \"C\" __global__ void __launch_bounds__(flashjit_generated::Kernel::kThreads,\n"
+      "                                               flashjit_generated::Kernel::kMinBlocksPerSM)\n"
+      "flashjit_fwd(const __grid_constant__ flashjit::FwdTmaParams params) {{\n"
+      "  flashjit_generated::Kernel::run(params);\n"
+      "}}\n",
+      fmt::arg("spec", spec.to_string()), fmt::arg("prelude", common_prelude(spec)));
+}
+
 std::string forward_source(const KernelSpec& spec) {
+  if (spec.tile.wgmma) return forward_wgmma_source(spec);
   return fmt::format(
       "// flashjit generated source: {spec}\n"
       "#include \"flashjit/fwd_mma.cuh\"\n"

@@ -95,6 +95,7 @@ std::string KernelSpec::to_string() const {
   if (!tile.empty()) {
     s += fmt::format("_bm{}_bn{}_w{}_s{}", tile.block_m, tile.block_n, tile.num_warps,
                      tile.num_stages);
+    if (tile.wgmma) s += "_wg";
   }
   return s;
 }
@@ -124,7 +125,8 @@ bool parse_prefixed_int(std::string_view field, std::string_view prefix, int* va
 Error spec_error(std::string_view text, std::string what) {
   return make_error(Status::kInvalidSpec,
                     fmt::format("cannot parse spec '{}': {} (expected e.g. "
-                                "fwd_bf16_d128_noncausal_even_sm90[_bm128_bn64_w4_s2])",
+                                "fwd_bf16_d128_noncausal_even_sm90[_bm128_bn64_w4_s2] or "
+                                "fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg)",
                                 text, what));
 }
 
@@ -174,11 +176,13 @@ Result<KernelSpec> KernelSpec::parse(std::string_view text) {
   }
 
   if (i < f.size()) {
-    if (f.size() - i != 4 || !parse_prefixed_int(f[i], "bm", &spec.tile.block_m) ||
+    const size_t fields = f.size() - i;
+    if (fields == 5 && f.back() == "wg") spec.tile.wgmma = true;
+    if ((fields != 4 && !spec.tile.wgmma) || !parse_prefixed_int(f[i], "bm", &spec.tile.block_m) ||
         !parse_prefixed_int(f[i + 1], "bn", &spec.tile.block_n) ||
         !parse_prefixed_int(f[i + 2], "w", &spec.tile.num_warps) ||
         !parse_prefixed_int(f[i + 3], "s", &spec.tile.num_stages)) {
-      return spec_error(text, "the tile suffix must be _bm<M>_bn<N>_w<warps>_s<stages>");
+      return spec_error(text, "the tile suffix must be _bm<M>_bn<N>_w<warps>_s<stages>[_wg]");
     }
   } else {
     spec.tile = choose_tile_config(spec);
@@ -214,6 +218,21 @@ Result<void> KernelSpec::validate() const {
   return {};
 }
 
+bool wgmma_supported(const KernelSpec& spec) {
+  return spec.direction == Direction::kFwd && spec.dtype != DType::kF32 &&
+         (spec.head_dim == 64 || spec.head_dim == 128);
+}
+
+KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma) {
+  if (spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a) {
+    // sm90a code runs only on sm_90 itself; the mma.sync kernels need none of
+    // it, so they stay sm90 and their cache entries are shared.
+    spec.arch = allow_wgmma && wgmma_supported(spec) ? Arch::kSm90a : Arch::kSm90;
+  }
+  spec.tile = choose_tile_config(spec);
+  return spec;
+}
+
 uint64_t KernelSpec::hash() const {
   const std::string s = to_string();
   return XXH64(s.data(), s.size(), 0);
@@ -221,8 +240,9 @@ uint64_t KernelSpec::hash() const {
 
 namespace {
 
+// all_paths: also the mma.sync spec where the Hopper kernel is preferred.
 std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool with_f16,
-                             bool with_det) {
+                             bool with_det, bool all_paths) {
   struct Math { DType dtype; Precision precision; };
   std::vector<Math> maths = {{DType::kBF16, Precision::kNative},
                              {DType::kF32, Precision::kTF32},
@@ -245,7 +265,9 @@ std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool 
               s.padding = pad;
               s.arch = arch;
               s.deterministic = det;
-              out.push_back(with_default_tile(s));
+              const KernelSpec preferred = preferred_spec(s);
+              out.push_back(preferred);
+              if (all_paths && preferred.tile.wgmma) out.push_back(preferred_spec(s, false));
             }
           }
         }
@@ -260,12 +282,13 @@ std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool 
 std::vector<KernelSpec> seed_grid_specs(Arch arch) {
   // The seed runs bf16 and float32 (flashjit: tf32; flashjit_ieee: exact),
   // head_dim 64 and 128, causal 0/1, seq 128..8192 (multiples of every tile:
-  // even) and 600, 1500, 3000 (padded), fwd and fwd_bwd (default atomic dQ).
-  return grid(arch, {64, 128}, /*with_f16=*/false, /*with_det=*/false);
+  // even) and 600, 1500, 3000 (padded), fwd and fwd_bwd (default atomic dQ);
+  // each as the runtime prefers it on `arch`.
+  return grid(arch, {64, 128}, /*with_f16=*/false, /*with_det=*/false, /*all_paths=*/false);
 }
 
 std::vector<KernelSpec> all_supported_specs(Arch arch) {
-  return grid(arch, {32, 64, 96, 128, 256}, /*with_f16=*/true, /*with_det=*/true);
+  return grid(arch, {32, 64, 96, 128, 256}, /*with_f16=*/true, /*with_det=*/true, /*all_paths=*/true);
 }
 
 }  // namespace flashjit

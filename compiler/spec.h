@@ -4,6 +4,7 @@
 //   fwd_bf16_d128_noncausal_even_sm90_bm128_bn64_w4_s2
 //   fwd_f32tf32_d64_causal_padded_sm90_bm64_bn64_w4_s2
 //   bwd_bf16_d128_causal_padded_sm90_atomic_bm64_bn128_w8_s2
+//   fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,9 @@ struct TileConfig {
   int block_n = 0;
   int num_warps = 0;
   int num_stages = 0;
+  /// fwd on sm90a only: the Hopper kernel (templates/fwd_wgmma.cuh: TMA,
+  /// wgmma, a producer and two consumer warpgroups). Spec suffix "_wg".
+  bool wgmma = false;
   bool operator==(const TileConfig&) const = default;
   bool empty() const { return block_m == 0; }
 };
@@ -96,8 +100,17 @@ std::optional<Arch> parse_arch(std::string_view s);
 /// the tile policy's choice for `arch`. Used by flashjit-warmup --grid seed,
 /// the benchmark driver and the parametrized tests.
 std::vector<KernelSpec> seed_grid_specs(Arch arch);
+/// True if the Hopper kernel (templates/fwd_wgmma.cuh) serves this spec's
+/// direction, dtype and head_dim: the forward of bf16/f16 at head_dim 64, 128.
+bool wgmma_supported(const KernelSpec& spec);
+/// The spec the runtime launches for `spec` on its GPU, tile from the policy.
+/// On sm90/sm90a: the Hopper kernel (arch sm90a) where wgmma_supported and
+/// `allow_wgmma`, else the mma.sync kernels (arch sm90). Other archs unchanged.
+KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma = true);
 /// Every supported (direction, dtype, precision, head_dim, causal, padding)
-/// combination for `arch`, tile config from the policy.
+/// combination for `arch`, tile config from the policy. For sm90 that is the
+/// preferred spec of each (preferred_spec) and also, where the Hopper kernel
+/// is preferred, the mma.sync spec that forcing the mma path selects.
 std::vector<KernelSpec> all_supported_specs(Arch arch);
 
 }  // namespace flashjit

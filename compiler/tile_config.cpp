@@ -22,7 +22,55 @@ namespace {
 int fwd_pad_qk(const KernelSpec&) { return 8; }
 int fwd_pad_v(const KernelSpec& spec) { return spec.dtype == DType::kF32 ? 4 : 8; }
 
+// ---------------------------------------------------------------------------
+// Forward on Hopper (templates/fwd_wgmma.cuh)
+// ---------------------------------------------------------------------------
+
+TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
+  // Two consumer warpgroups of 64 rows (the wgmma M) and a producer: 12
+  // warps, block_m 128. 128 keys per tile: S is 64 registers per consumer
+  // thread beside O (D/2) and P (32), under the 240 setmaxnreg gives them.
+  // Two stages: Q + 2 x (K + V) is 160 KiB at D = 128, and one CTA per SM
+  // is all the registers allow anyway.
+  (void)spec;
+  TileConfig t{128, 128, 12, 2};
+  t.wgmma = true;
+  return t;
+}
+
+int fwd_wgmma_smem_bytes(const KernelSpec& spec) {
+  // FwdWgmmaKernel::SharedStorage: Q [block_m][D] and kStages x (K and V
+  // [block_n][D]) in 1024-aligned boxes, then the mbarriers, which the
+  // struct's 1024-byte alignment rounds up to 1024; plus 1024 bytes of slack
+  // to align the dynamic shared-memory base by hand.
+  constexpr int kBarrierBlock = 1024;
+  constexpr int kAlignSlack = 1024;
+  const TileConfig& t = spec.tile;
+  const int d = spec.head_dim;
+  return (t.block_m * d + 2 * t.num_stages * t.block_n * d) * dtype_size(spec.dtype) + kBarrierBlock +
+         kAlignSlack;
+}
+
+Result<void> validate_wgmma_tile(const KernelSpec& spec) {
+  const TileConfig& t = spec.tile;
+  auto bad = [&](std::string what) {
+    return make_error(Status::kInvalidSpec, fmt::format("tile config of {}: {}", spec.to_string(), what));
+  };
+  if (spec.arch != Arch::kSm90a) {
+    return bad(fmt::format("the wgmma kernel (_wg) needs arch sm90a; got {}", to_string(spec.arch)));
+  }
+  if (!wgmma_supported(spec)) {
+    return bad("the wgmma kernel (_wg) serves the forward of bf16/f16 at head_dim 64 or 128 only");
+  }
+  if (t.block_m != 128) return bad(fmt::format("_wg needs block_m 128 (two 64-row consumers); got {}", t.block_m));
+  if (t.block_n != 64 && t.block_n != 128) return bad(fmt::format("_wg needs block_n 64 or 128; got {}", t.block_n));
+  if (t.num_warps != 12) return bad(fmt::format("_wg needs num_warps 12 (3 warpgroups); got {}", t.num_warps));
+  if (t.num_stages < 1 || t.num_stages > 4) return bad(fmt::format("num_stages must be in [1, 4]; got {}", t.num_stages));
+  return {};
+}
+
 TileConfig fwd_tile_config(const KernelSpec& spec) {
+  if (spec.arch == Arch::kSm90a && wgmma_supported(spec)) return fwd_wgmma_tile_config(spec);
   // Register budget per thread (255 max) drives everything: a warp owns
   // block_m / num_warps rows and holds O (rows x D) and S (rows x min(block_n,
   // 32 or 64)) in f32 registers. 32 rows per warp (4 warps, block_m 128) halves
@@ -231,6 +279,7 @@ KernelSpec with_default_tile(KernelSpec spec) {
 int threads_per_block(const KernelSpec& spec) { return spec.tile.num_warps * 32; }
 
 int smem_bytes(const KernelSpec& spec) {
+  if (spec.tile.wgmma) return fwd_wgmma_smem_bytes(spec);
   return spec.direction == Direction::kFwd ? fwd_smem_bytes(spec) : bwd_smem_bytes(spec);
 }
 
@@ -252,10 +301,13 @@ Result<void> validate_tile_config(const KernelSpec& spec) {
                       fmt::format("tile config of {}: {} must be {}; got {}", spec.to_string(),
                                   field, rule, value));
   };
+  if (t.wgmma) {
+    if (auto r = validate_wgmma_tile(spec); !r) return r;
+  }
   auto pow2_in = [](int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; };
   if (!pow2_in(t.block_m, 16, 256)) return bad("block_m", t.block_m, "a power of two in [16, 256]");
   if (!pow2_in(t.block_n, 16, 256)) return bad("block_n", t.block_n, "a power of two in [16, 256]");
-  if (!pow2_in(t.num_warps, 1, 16)) return bad("num_warps", t.num_warps, "a power of two in [1, 16]");
+  if (!t.wgmma && !pow2_in(t.num_warps, 1, 16)) return bad("num_warps", t.num_warps, "a power of two in [1, 16]");
   if (t.num_stages < 1 || t.num_stages > 4) return bad("num_stages", t.num_stages, "in [1, 4]");
   const int smem = smem_bytes(spec);
   if (smem > max_smem_bytes(spec.arch)) {

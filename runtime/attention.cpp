@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <iterator>
 #include <mutex>
@@ -206,6 +208,9 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
     impl.device_error = r.error();
   }
   if (impl.options.arch) impl.arch = *impl.options.arch;
+  if (const char* env = std::getenv("FLASHJIT_FORCE_MMA"); env != nullptr && std::string(env) == "1") {
+    impl.options.force_mma = true;
+  }
   impl.jit = std::make_unique<Jit>(impl.options.cache, impl.options.on_warning, impl.options.on_compile);
   return ctx;
 }
@@ -215,8 +220,10 @@ DiskCache& Context::disk_cache() { return impl_->jit->disk(); }
 
 namespace {
 
-// The spec of an already validated problem.
-Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool deterministic, Arch arch) {
+// The spec of an already validated problem. `allow_wgmma`: the Hopper
+// forward may be chosen (see preferred_spec).
+Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool deterministic, Arch arch,
+                             bool allow_wgmma) {
   const Problem p = normalized(problem);
   KernelSpec spec;
   spec.direction = direction;
@@ -229,7 +236,8 @@ Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool d
   // Even only if both lengths are multiples of the even kernel's tile and
   // every batch entry has all seqlen_k keys.
   spec.padding = SeqPadding::kEven;
-  const TileConfig even_tile = choose_tile_config(spec);
+  spec = preferred_spec(spec, allow_wgmma);
+  const TileConfig even_tile = spec.tile;
   const bool even = !p.seqlens_k && p.seqlen_q % even_tile.block_m == 0 &&
                     p.seqlen_k % even_tile.block_n == 0;
   spec.padding = even ? SeqPadding::kEven : SeqPadding::kPadded;
@@ -245,11 +253,47 @@ Result<void> validate_inputs(const TensorView& q, const TensorView& k, const Ten
   return validate_tensor("v", v, p, p.seqlen_k);
 }
 
+// One TMA descriptor: the tensor as (D, S, H, B), innermost first, with the
+// view's strides, and a box of 64 columns (128 bytes) x `box_rows`.
+Result<void> encode_map(const TensorView& t, const Problem& p, int seq, unsigned box_rows,
+                        TmaDescriptor* out) {
+  const uint64_t es = dtype_size(p.dtype);
+  const uint64_t dims[4] = {uint64_t(p.head_dim), uint64_t(seq), uint64_t(p.heads), uint64_t(p.batch)};
+  uint64_t strides[3] = {uint64_t(t.seq_stride) * es, uint64_t(t.head_stride) * es,
+                         uint64_t(t.batch_stride) * es};
+  // An axis of extent 1 may have stride 0 (never stepped); the TMA wants a
+  // non-zero multiple of 16, and any such value addresses the same data.
+  uint64_t span = uint64_t(p.head_dim) * es;
+  for (int i = 0; i < 3; ++i) span = std::max(span, strides[i] * dims[i + 1]);
+  for (int i = 0; i < 3; ++i) {
+    if (dims[i + 1] == 1 && strides[i] == 0) strides[i] = (span + 15) / 16 * 16;
+  }
+  constexpr unsigned kBoxCols = 64;  // 128 bytes: the 128-byte swizzle's row
+  const unsigned box[4] = {kBoxCols, box_rows, 1, 1};
+  driver::TensorMap4d map;
+  if (auto r = driver::encode_tensor_map_4d(&map, p.dtype == DType::kBF16, t.data, dims, strides, box); !r) {
+    return r;
+  }
+  static_assert(sizeof(map) == sizeof(*out), "CUtensorMap is 128 bytes");
+  std::memcpy(out, &map, sizeof(map));
+  return {};
+}
+
+// The four tensor maps of the Hopper forward (templates/fwd_wgmma.cuh).
+Result<void> encode_forward_maps(const ForwardArgs& a, const Problem& n, const KernelSpec& spec,
+                                 FwdTmaParams* out) {
+  constexpr unsigned kConsumerRows = 64;  // the O box: one consumer warpgroup's rows
+  if (auto r = encode_map(a.q, n, n.seqlen_q, spec.tile.block_m, &out->tma_q); !r) return r;
+  if (auto r = encode_map(a.k, n, n.seqlen_k, spec.tile.block_n, &out->tma_k); !r) return r;
+  if (auto r = encode_map(a.v, n, n.seqlen_k, spec.tile.block_n, &out->tma_v); !r) return r;
+  return encode_map(a.o, n, n.seqlen_q, kConsumerRows, &out->tma_o);
+}
+
 }  // namespace
 
 Result<KernelSpec> Context::spec_for(const Problem& problem, Direction direction, bool deterministic) {
   if (auto r = validate_problem(problem); !r) return r.error();
-  return make_spec(problem, direction, deterministic, impl_->arch);
+  return make_spec(problem, direction, deterministic, impl_->arch, !impl_->options.force_mma);
 }
 
 Result<CompileRecord> Context::compile(const KernelSpec& spec) {
@@ -279,16 +323,30 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   if (auto r = validate_inputs(a.q, a.k, a.v, p); !r) return r.error();
   if (auto r = validate_output("o", a.o, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
-  auto spec = make_spec(p, Direction::kFwd, false, impl_->arch);
+  auto spec = make_spec(p, Direction::kFwd, false, impl_->arch, !impl_->options.force_mma);
   if (!spec) return spec.error();
   if (auto r = impl_->device_ready(); !r) return r.error();
+
+  const Problem n = normalized(p);
+  FwdTmaParams tma_params{};
+  if (spec->tile.wgmma) {
+    if (auto r = encode_forward_maps(a, n, *spec, &tma_params); !r) {
+      // The TMA cannot describe these tensors (or the driver is too old):
+      // the mma.sync kernel serves every layout the validation accepts.
+      if (impl_->options.on_warning) {
+        impl_->options.on_warning(fmt::format("{}: {}; using the mma.sync kernel", spec->to_string(),
+                                              r.error().message));
+      }
+      spec = make_spec(p, Direction::kFwd, false, impl_->arch, false);
+      if (!spec) return spec.error();
+    }
+  }
 
   LaunchInfo info;
   info.spec = *spec;
   auto mod = impl_->jit->load(*spec, impl_->options.device, &info.compile);
   if (!mod) return mod.error();
 
-  const Problem n = normalized(p);
   FwdParams params{};
   params.q = a.q.data;
   params.k = a.k.data;
@@ -305,7 +363,8 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   driver::Dim3 grid{unsigned((n.seqlen_q + t.block_m - 1) / t.block_m), unsigned(n.heads),
                     unsigned(n.batch)};
   driver::Dim3 block{unsigned(threads_per_block(*spec)), 1, 1};
-  void* args[] = {&params};
+  tma_params.p = params;
+  void* args[] = {spec->tile.wgmma ? static_cast<void*>(&tma_params) : static_cast<void*>(&params)};
   if (auto r = driver::launch((*mod)->functions.front(), grid, block, (*mod)->smem_bytes, a.stream, args); !r) {
     return make_error(r.error().status, fmt::format("launching {}: {}", spec->to_string(), r.error().message));
   }
@@ -333,7 +392,7 @@ Result<KernelSpec> check_backward_args(const BackwardArgs& a, Arch arch) {
   if (auto r = validate_output("dv", a.dv, p, p.seqlen_k); !r) return r.error();
   if (!a.lse) return make_error(Status::kNullPointer, "lse is null (backward needs the forward's lse)");
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
-  auto spec = make_spec(p, Direction::kBwd, a.deterministic, arch);
+  auto spec = make_spec(p, Direction::kBwd, a.deterministic, arch, false);
   if (!spec) return spec.error();
   const size_t need = bwd_workspace_bytes(*spec, BwdShape{p.batch, p.heads, p.seqlen_q, p.seqlen_k});
   if (need > 0 && !a.workspace) {
@@ -423,7 +482,7 @@ Result<ForwardBackwardInfo> Context::forward_backward(const ForwardBackwardArgs&
     }
   }
   if (auto r = impl_->device_ready(); !r) return r.error();
-  auto fwd_spec = make_spec(a.problem, Direction::kFwd, false, impl_->arch);
+  auto fwd_spec = spec_for(a.problem, Direction::kFwd);
   if (!fwd_spec) return fwd_spec.error();
   // The records of these loads are what getting the kernels cost; the
   // launches below then hit the in-memory cache.

@@ -107,6 +107,11 @@ struct Api {
   CUresult (*GraphLaunch)(CUgraphExec, CUstream) = nullptr;
   CUresult (*GraphExecDestroy)(CUgraphExec) = nullptr;
   CUresult (*GraphDestroy)(CUgraph) = nullptr;
+  // CUDA 12.0+; optional (null on older drivers, which then lack the Hopper path).
+  CUresult (*TensorMapEncodeTiled)(void* map, int data_type, unsigned rank, void* address,
+                                   const uint64_t* dims, const uint64_t* strides, const unsigned* box,
+                                   const unsigned* element_strides, int interleave, int swizzle,
+                                   int l2_promotion, int oob_fill) = nullptr;
 };
 
 // Looks entry points up through cuGetProcAddress, collecting the names it misses.
@@ -118,6 +123,15 @@ class Resolver {
   }
   bool usable() const { return v2_ != nullptr || v1_ != nullptr; }
   const std::string& missing() const { return missing_; }
+
+  /// Like operator() but a missing entry point leaves `fn` null without
+  /// making the driver unusable.
+  template <typename Fn>
+  void optional(Fn& fn, const char* name, int version = kApiVersion) {
+    const std::string before = missing_;
+    (*this)(fn, name, version);
+    missing_ = before;
+  }
 
   template <typename Fn>
   void operator()(Fn& fn, const char* name, int version = kApiVersion) {
@@ -182,6 +196,7 @@ void resolve_all(Resolver& resolve, Api& api) {
   resolve(api.GraphLaunch, "cuGraphLaunch");
   resolve(api.GraphExecDestroy, "cuGraphExecDestroy");
   resolve(api.GraphDestroy, "cuGraphDestroy");
+  resolve.optional(api.TensorMapEncodeTiled, "cuTensorMapEncodeTiled");
 }
 
 Result<int> query_driver_version(const DynLib& lib) {
@@ -481,6 +496,36 @@ Result<void> launch(const Function& f, Dim3 grid, Dim3 block, int smem_bytes, St
                                       ", block " + std::to_string(block.x) + "x" +
                                       std::to_string(block.y) + "x" + std::to_string(block.z) +
                                       ", " + std::to_string(smem_bytes) + " bytes smem)");
+  }
+  return {};
+}
+
+Result<void> encode_tensor_map_4d(TensorMap4d* map, bool bf16, const void* base, const uint64_t dims[4],
+                                  const uint64_t strides_bytes[3], const unsigned box[4]) {
+  // cuda.h enum values (CUDA 12.0+).
+  constexpr int kDataTypeF16 = 6;            // CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+  constexpr int kDataTypeBF16 = 9;           // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+  constexpr int kInterleaveNone = 0;         // CU_TENSOR_MAP_INTERLEAVE_NONE
+  constexpr int kSwizzle128B = 3;            // CU_TENSOR_MAP_SWIZZLE_128B
+  constexpr int kL2Promotion128B = 2;        // CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+  constexpr int kOobFillZero = 0;            // CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: zeros
+  const Result<Api>& api = loaded_api();
+  if (!api) return api.error();
+  if (api->TensorMapEncodeTiled == nullptr) {
+    return make_error(Status::kDriverUnavailable,
+                      "cuTensorMapEncodeTiled is missing: the driver predates CUDA 12.0");
+  }
+  const unsigned element_strides[4] = {1, 1, 1, 1};
+  const CUresult rc = api->TensorMapEncodeTiled(
+      map->opaque, bf16 ? kDataTypeBF16 : kDataTypeF16, 4, const_cast<void*>(base), dims, strides_bytes,
+      box, element_strides, kInterleaveNone, kSwizzle128B, kL2Promotion128B, kOobFillZero);
+  if (rc != kCudaSuccess) {
+    return make_error(Status::kCudaError,
+                      "cuTensorMapEncodeTiled failed: " + describe(*api, rc) + " (dims " +
+                          std::to_string(dims[0]) + "x" + std::to_string(dims[1]) + "x" +
+                          std::to_string(dims[2]) + "x" + std::to_string(dims[3]) + ", strides " +
+                          std::to_string(strides_bytes[0]) + "/" + std::to_string(strides_bytes[1]) + "/" +
+                          std::to_string(strides_bytes[2]) + " bytes)");
   }
   return {};
 }

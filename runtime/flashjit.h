@@ -135,6 +135,10 @@ struct ContextOptions {
   std::function<void(const std::string&)> on_warning;
   /// Use this arch instead of the device's (compile-only use without a GPU).
   std::optional<Arch> arch;
+  /// Never use the Hopper forward kernel (wgmma, TMA): every spec takes the
+  /// mma.sync kernels, as on pre-Hopper GPUs (to compare the two paths). The
+  /// environment variable FLASHJIT_FORCE_MMA=1 sets it too.
+  bool force_mma = false;
 };
 
 class Jit;

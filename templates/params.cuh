@@ -36,6 +36,24 @@ struct FwdParams {
   float scale_log2;  ///< scale * log2(e): the kernel works in base 2 (exp2)
 };
 
+/// An opaque CUtensorMap (cuda.h: 16 x 64-bit, 64-byte aligned), encoded on
+/// the host by cuTensorMapEncodeTiled and read by the TMA unit.
+struct alignas(64) TmaDescriptor {
+  unsigned long long opaque[16];
+};
+
+/// Forward pass on the Hopper path (templates/fwd_wgmma.cuh): the FwdParams
+/// plus one tensor map per tensor, each a 4-D view (D, S, H, B) of the same
+/// strides with 128-byte swizzled boxes of 64 columns: q [64 x block_m],
+/// k and v [64 x block_n], o [64 x 64] (one consumer warpgroup's rows).
+struct FwdTmaParams {
+  FwdParams p;
+  TmaDescriptor tma_q;
+  TmaDescriptor tma_k;
+  TmaDescriptor tma_v;
+  TmaDescriptor tma_o;
+};
+
 /// Backward pass (templates/bwd_mma.cuh). Same addressing as FwdParams:
 ///   q, dq: [B, Sq, H, D]-like; k, v, dk, dv: [B, Sk, H, D]-like; o, dout like q.
 ///   lse: [B, H, Sq] fp32 natural-log LSE written by the forward (-inf for rows

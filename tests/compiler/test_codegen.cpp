@@ -35,6 +35,19 @@ TEST_CASE("generated source is a prelude around a template include", "[codegen]"
   for (const std::string& name : kernel_names(*bwd)) CHECK_THAT(bsrc, Catch::Contains(name + "("));
 }
 
+TEST_CASE("the Hopper forward takes its tensor maps as a __grid_constant__ parameter", "[codegen]") {
+  auto spec = KernelSpec::parse("fwd_f16_d64_noncausal_padded_sm90a");
+  REQUIRE(spec.ok());
+  REQUIRE(spec->tile.wgmma);
+  const std::string src = generate_source(*spec);
+  CHECK_THAT(src, Catch::Contains("#include \"flashjit/fwd_wgmma.cuh\""));
+  CHECK_THAT(src, Catch::Contains("using Element = flashjit::f16_t;"));
+  CHECK_THAT(src, Catch::Contains("flashjit::FwdWgmmaKernel<Element, kHeadDim, kBlockM, kBlockN, kStages"));
+  CHECK_THAT(src, Catch::Contains("flashjit_fwd(const __grid_constant__ flashjit::FwdTmaParams params)"));
+  CHECK_THAT(src, Catch::Contains("constexpr int kSmemBytes = " + std::to_string(smem_bytes(*spec)) + ";"));
+  CHECK(nvrtc_options(*spec).front() == "--gpu-architecture=sm_90a");
+}
+
 TEST_CASE("templates are embedded and hashed", "[codegen]") {
   const auto& t = embedded_templates();
   auto has = [&](const char* name) {
@@ -45,6 +58,8 @@ TEST_CASE("templates are embedded and hashed", "[codegen]") {
   CHECK(has("flashjit/ptx.cuh"));
   CHECK(has("flashjit/fwd_mma.cuh"));
   CHECK(has("flashjit/bwd_mma.cuh"));
+  CHECK(has("flashjit/fwd_wgmma.cuh"));
+  CHECK(has("flashjit/hopper_ptx.cuh"));
   CHECK(templates_hash() != 0);
   CHECK(template_headers().size() == t.size());
   for (const auto& e : t) {
@@ -120,6 +135,9 @@ TEST_CASE("NVRTC compiles every supported spec on every arch with no spills", "[
   for (Arch arch : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90}) {
     for (const KernelSpec& s : all_supported_specs(arch)) specs.push_back(s);
   }
-  REQUIRE(specs.size() == 4 * all_supported_specs(Arch::kSm90).size());
+  // sm90 lists the Hopper forward (bf16/f16 x hd 64, 128 x causal x padding)
+  // beside the mma.sync spec that forcing the mma path selects.
+  REQUIRE(all_supported_specs(Arch::kSm90).size() == all_supported_specs(Arch::kSm80).size() + 16);
+  REQUIRE(specs.size() == 3 * all_supported_specs(Arch::kSm80).size() + all_supported_specs(Arch::kSm90).size());
   check_all(compile_all(specs));
 }

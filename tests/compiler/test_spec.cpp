@@ -64,6 +64,13 @@ TEST_CASE("parse rejects malformed strings with a message naming the field", "[s
       {"fwd_bf16_d128_causal_even_sm90_bm128", "tile suffix", Status::kInvalidSpec},
       {"fwd_bf16_d128_causal_even_sm90_bm128_bn64_w4_s9", "num_stages", Status::kInvalidSpec},
       {"fwd_bf16_d128_causal_even_sm90_bm100_bn64_w4_s2", "block_m", Status::kInvalidSpec},
+      {"fwd_bf16_d128_causal_even_sm90_bm128_bn64_w4_s2_xx", "tile suffix", Status::kInvalidSpec},
+      {"fwd_bf16_d128_causal_even_sm90_bm128_bn128_w12_s2_wg", "needs arch sm90a", Status::kInvalidSpec},
+      {"fwd_f32tf32_d128_causal_even_sm90a_bm128_bn128_w12_s2_wg", "bf16/f16", Status::kInvalidSpec},
+      {"fwd_bf16_d96_causal_even_sm90a_bm128_bn128_w12_s2_wg", "head_dim 64 or 128", Status::kInvalidSpec},
+      {"bwd_bf16_d128_causal_even_sm90a_atomic_bm128_bn128_w12_s2_wg", "forward", Status::kInvalidSpec},
+      {"fwd_bf16_d128_causal_even_sm90a_bm64_bn128_w12_s2_wg", "block_m 128", Status::kInvalidSpec},
+      {"fwd_bf16_d128_causal_even_sm90a_bm128_bn128_w8_s2_wg", "num_warps 12", Status::kInvalidSpec},
   };
   for (const Bad& b : bad) {
     INFO(b.text);
@@ -72,6 +79,42 @@ TEST_CASE("parse rejects malformed strings with a message naming the field", "[s
     CHECK(s.status() == b.status);
     CHECK_THAT(s.error().message, Catch::Contains(b.needle));
   }
+}
+
+TEST_CASE("sm_90 prefers the Hopper forward for 16-bit inputs at head_dim 64 and 128", "[spec]") {
+  KernelSpec s;
+  s.arch = Arch::kSm90;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int hd : {64, 128}) {
+      s.dtype = dt;
+      s.head_dim = hd;
+      const KernelSpec hopper = preferred_spec(s);
+      INFO(hopper.to_string());
+      CHECK(hopper.arch == Arch::kSm90a);
+      CHECK(hopper.tile.wgmma);
+      CHECK(hopper.to_string().find("_sm90a_bm128_bn128_w12_s2_wg") != std::string::npos);
+      const KernelSpec forced = preferred_spec(s, /*allow_wgmma=*/false);
+      CHECK(forced.arch == Arch::kSm90);
+      CHECK_FALSE(forced.tile.wgmma);
+    }
+  }
+  // Everything else stays on the mma.sync kernels, compiled for sm_90.
+  s.head_dim = 256;
+  CHECK_FALSE(preferred_spec(s).tile.wgmma);
+  CHECK(preferred_spec(s).arch == Arch::kSm90);
+  s.head_dim = 128;
+  s.dtype = DType::kF32;
+  s.precision = Precision::kTF32;
+  CHECK_FALSE(preferred_spec(s).tile.wgmma);
+  s.dtype = DType::kBF16;
+  s.precision = Precision::kNative;
+  s.direction = Direction::kBwd;
+  CHECK_FALSE(preferred_spec(s).tile.wgmma);
+  // Other GPUs never get it.
+  s.direction = Direction::kFwd;
+  s.arch = Arch::kSm80;
+  CHECK(preferred_spec(s).arch == Arch::kSm80);
+  CHECK_FALSE(preferred_spec(s).tile.wgmma);
 }
 
 TEST_CASE("validate rejects unsupported combinations", "[spec]") {

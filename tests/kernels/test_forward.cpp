@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -222,4 +223,26 @@ TEST_CASE("forward: large batch", "[gpu][fwd]") {
   c.causal = true;
   c.seqlen_k = 200;
   check_case(c);
+}
+
+TEST_CASE("forward: sm_90 runs 16-bit head_dim 64 and 128 on the Hopper kernel", "[gpu][fwd]") {
+  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
+  const bool force_mma = forced != nullptr && std::string(forced) == "1";
+  if (shared_context().arch() != Arch::kSm90) {
+    WARN("not an sm_90 GPU: the Hopper kernel does not apply");
+    return;
+  }
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int hd : {64, 128}) {
+      for (bool causal : {false, true}) {
+        const AttentionCase c = make_case(dt, Precision::kNative, hd, 700, 300, causal, 11 + hd);
+        auto spec = shared_context().spec_for(c.problem(), Direction::kFwd);
+        REQUIRE(spec.ok());
+        INFO(spec->to_string());
+        CHECK(spec->tile.wgmma == !force_mma);
+        CHECK(spec->arch == (force_mma ? Arch::kSm90 : Arch::kSm90a));
+        check_case(c);
+      }
+    }
+  }
 }

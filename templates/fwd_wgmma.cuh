@@ -1,0 +1,508 @@
+// Forward attention on Hopper (sm_90a): TMA loads, wgmma, warp specialisation.
+//
+//   O = softmax(scale * Q K^T + mask) V,  lse = log(sum(exp(scale * Q K^T + mask)))
+//
+// One CTA computes one (kBlockM x D) tile of O for one (batch, head) with
+// three warpgroups:
+//  - the producer (warpgroup 0) gives its registers away (setmaxnreg) and one
+//    thread issues TMA loads: Q once, then K and V tiles of kBlockN keys into a
+//    kStages-deep ring, each slot with a "full" mbarrier (TMA bytes landed) and
+//    an "empty" one (every consumer warp is done reading it);
+//  - two consumer warpgroups own 64 query rows each (the wgmma M). Per K/V
+//    tile: S = Q K^T (wgmma, both operands in shared memory), the online
+//    softmax in registers, O += P V (wgmma with P in registers as the A
+//    operand, V read transposed from shared memory).
+// Two overlaps hide the softmax behind the tensor cores:
+//  - inside a warpgroup, S of tile n is issued together with P V of tile n - 1
+//    and the softmax of tile n runs while P V is still in flight;
+//  - between warpgroups (ping-pong), two named barriers hand the tensor cores
+//    back and forth, so one warpgroup's products run during the other's softmax.
+// The epilogue writes O through the consumer's rows of the Q tile (now free)
+// and one TMA store per 64 columns; out-of-range rows are clipped by the TMA.
+//
+// Launch contract: grid = (ceil(Sq / kBlockM), heads, batch), block = kThreads,
+// dynamic shared memory = kSmemBytes, one __grid_constant__ FwdTmaParams whose
+// tensor maps are described in params.cuh. The softmax scale must be positive.
+#pragma once
+
+#include "flashjit/hopper_ptx.cuh"
+#include "flashjit/params.cuh"
+#include "flashjit/ptx.cuh"
+
+namespace flashjit {
+
+/// log2(e) and ln(2): the kernel works in base 2 (exp2) and reports natural logs.
+inline constexpr float kWgLog2e = 1.44269504088896340736f;
+inline constexpr float kWgLn2 = 0.69314718055994530942f;
+
+/// wgmma of one N, picked at compile time (only the N the kernels use exist).
+template <int N>
+struct Wgmma;
+
+template <>
+struct Wgmma<64> {
+  template <class Element>
+  static __device__ __forceinline__ void ss(float (&d)[32], unsigned long long a, unsigned long long b,
+                                            bool accumulate) {
+    ptx::wgmma_ss_n64(d, a, b, accumulate, Element{});
+  }
+  template <class Element>
+  static __device__ __forceinline__ void rs_tb(float (&d)[32], const unsigned (&a)[4], unsigned long long b,
+                                               bool accumulate) {
+    ptx::wgmma_rs_n64_tb(d, a, b, accumulate, Element{});
+  }
+};
+
+template <>
+struct Wgmma<128> {
+  template <class Element>
+  static __device__ __forceinline__ void ss(float (&d)[64], unsigned long long a, unsigned long long b,
+                                            bool accumulate) {
+    ptx::wgmma_ss_n128(d, a, b, accumulate, Element{});
+  }
+  template <class Element>
+  static __device__ __forceinline__ void rs_tb(float (&d)[64], const unsigned (&a)[4], unsigned long long b,
+                                               bool accumulate) {
+    ptx::wgmma_rs_n128_tb(d, a, b, accumulate, Element{});
+  }
+};
+
+template <class Element, int kHeadDim, int kBlockM, int kBlockN, int kStages, bool kIsCausal, bool kIsEven,
+          int kSmemBytes>
+struct FwdWgmmaKernel {
+  static_assert(kIsSame<Element, bf16_t> || kIsSame<Element, f16_t>, "wgmma path: bf16 or f16 inputs");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma path: head_dim 64 or 128");
+  static_assert(kBlockN == 64 || kBlockN == 128, "wgmma path: 64 or 128 keys per tile");
+
+  static constexpr int kWarpgroupThreads = 128;
+  static constexpr int kWgmmaM = 64;                   // rows of one wgmma = rows of one consumer
+  static constexpr int kConsumers = kBlockM / kWgmmaM;
+  static_assert(kConsumers == 2, "the ping-pong schedule is written for two consumer warpgroups");
+  static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;
+  static constexpr int kMinBlocksPerSM = 1;
+
+  // Registers per thread after setmaxnreg: the producer needs a handful, the
+  // consumers hold O (D/2), S (kBlockN/2) and P (kBlockN/4) per thread. The
+  // sum over the CTA must fit the SM's 64K registers.
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(kProducerRegs * kWarpgroupThreads + kConsumers * kConsumerRegs * kWarpgroupThreads <= 65536,
+                "register budget of the SM");
+
+  // Shared-memory tiles are TMA boxes of 64 columns (128 bytes of 16-bit
+  // elements: one 128-byte swizzle row), stacked per column block.
+  static constexpr int kBoxCols = 128 / int(sizeof(Element));
+  static constexpr int kColBoxes = kHeadDim / kBoxCols;
+  static constexpr int kRowBytes = kBoxCols * int(sizeof(Element));  // 128
+  static constexpr int kSwizzleAtomBytes = 8 * kRowBytes;            // 1024: 8 rows
+  static constexpr int kQBoxBytes = kBlockM * kRowBytes;
+  static constexpr int kKVBoxBytes = kBlockN * kRowBytes;
+  static constexpr int kKStep = 16;                                  // k of one 16-bit wgmma
+
+  struct SharedStorage {
+    alignas(1024) Element q[kColBoxes][kBlockM][kBoxCols];
+    alignas(1024) Element k[kStages][kColBoxes][kBlockN][kBoxCols];
+    alignas(1024) Element v[kStages][kColBoxes][kBlockN][kBoxCols];
+    unsigned long long q_full;
+    unsigned long long k_full[kStages];
+    unsigned long long k_empty[kStages];
+    unsigned long long v_full[kStages];
+    unsigned long long v_empty[kStages];
+  };
+  /// The dynamic shared-memory base is only 16-byte aligned by contract; the
+  /// swizzle atoms need 1024, so the kernel rounds the base up by hand.
+  static constexpr int kAlignSlack = 1024;
+  static_assert(int(sizeof(SharedStorage)) + kAlignSlack == kSmemBytes,
+                "kSmemBytes (compiler/tile_config.cpp) disagrees with SharedStorage");
+
+  // Named barriers (0 is __syncthreads): the ping-pong turns, one per
+  // consumer, and one epilogue barrier per consumer.
+  static constexpr int kTurnBarrier = 1;
+  static constexpr int kEpilogueBarrier = kTurnBarrier + kConsumers;
+  static constexpr int kPingPongThreads = 2 * kWarpgroupThreads;
+
+  static constexpr int kSRegs = kBlockN / 2;   // S = Q K^T: 64 x kBlockN f32 over 128 threads
+  static constexpr int kORegs = kHeadDim / 2;  // O: 64 x D f32
+  static constexpr int kPRegs = kBlockN / 4;   // P: 64 x kBlockN packed 16-bit pairs
+
+  static __device__ __forceinline__ float neg_inf() { return ptx::u32_as_f32(0xff800000u); }
+  static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+  static __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+  /// The problem coordinates of this CTA.
+  struct Block {
+    int m_block, h, b;
+    int seqlen_k;       // this batch entry's key length
+    int causal_offset;  // query i sees keys j <= i + causal_offset
+    int n_tiles;        // K/V tiles [0, n_tiles) hold a visible key for this block
+    int n_mask_begin;   // tiles from here on need the mask
+  };
+
+  static __device__ __forceinline__ Block locate(const FwdParams& params) {
+    Block blk;
+    // Causal: the last M blocks see the most keys; launch them first.
+    blk.m_block = kIsCausal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    blk.h = blockIdx.y;
+    blk.b = blockIdx.z;
+    // kIsEven promises no per-batch key lengths (the host passes seqlens_k to
+    // padded specializations only).
+    blk.seqlen_k = (!kIsEven && params.seqlens_k != nullptr) ? params.seqlens_k[blk.b] : params.seqlen_k;
+    blk.causal_offset = blk.seqlen_k - params.seqlen_q;
+    blk.n_tiles = (blk.seqlen_k + kBlockN - 1) / kBlockN;
+    if constexpr (kIsCausal) {
+      const int last_row = imin((blk.m_block + 1) * kBlockM, params.seqlen_q) - 1;
+      const int keys_end = imax(0, imin(blk.seqlen_k, last_row + blk.causal_offset + 1));
+      blk.n_tiles = imin(blk.n_tiles, (keys_end + kBlockN - 1) / kBlockN);
+    }
+    blk.n_mask_begin = blk.n_tiles;
+    if constexpr (!kIsEven) blk.n_mask_begin = blk.seqlen_k / kBlockN;
+    if constexpr (kIsCausal) {
+      const int first_hidden = blk.m_block * kBlockM + blk.causal_offset + 1;
+      blk.n_mask_begin = imin(blk.n_mask_begin, imax(0, first_hidden) / kBlockN);
+    }
+    return blk;
+  }
+
+  // -------------------------------------------------------------------------
+  // Producer: one thread, TMA only.
+  // -------------------------------------------------------------------------
+  static __device__ __forceinline__ void produce(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk) {
+    constexpr unsigned kQBytes = kBlockM * kHeadDim * sizeof(Element);
+    constexpr unsigned kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+    if (blk.n_tiles == 0) return;
+    const unsigned q_full = ptx::smem_u32(&smem.q_full);
+    ptx::mbarrier_arrive_expect_tx(q_full, kQBytes);
+#pragma unroll
+    for (int cb = 0; cb < kColBoxes; ++cb) {
+      ptx::tma_load_4d(ptx::smem_u32(&smem.q[cb][0][0]), &tp.tma_q, q_full, cb * kBoxCols,
+                       blk.m_block * kBlockM, blk.h, blk.b);
+    }
+#pragma unroll 1
+    for (int n = 0; n < blk.n_tiles; ++n) {
+      const int s = n % kStages;
+      const unsigned free_parity = ((n / kStages) & 1) ^ 1;
+      const unsigned k_full = ptx::smem_u32(&smem.k_full[s]);
+      ptx::mbarrier_wait(ptx::smem_u32(&smem.k_empty[s]), free_parity);
+      ptx::mbarrier_arrive_expect_tx(k_full, kKVBytes);
+#pragma unroll
+      for (int cb = 0; cb < kColBoxes; ++cb) {
+        ptx::tma_load_4d(ptx::smem_u32(&smem.k[s][cb][0][0]), &tp.tma_k, k_full, cb * kBoxCols, n * kBlockN,
+                         blk.h, blk.b);
+      }
+      const unsigned v_full = ptx::smem_u32(&smem.v_full[s]);
+      ptx::mbarrier_wait(ptx::smem_u32(&smem.v_empty[s]), free_parity);
+      ptx::mbarrier_arrive_expect_tx(v_full, kKVBytes);
+#pragma unroll
+      for (int cb = 0; cb < kColBoxes; ++cb) {
+        ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][cb][0][0]), &tp.tma_v, v_full, cb * kBoxCols, n * kBlockN,
+                         blk.h, blk.b);
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Consumer products. Descriptors step through the swizzled tiles: a k16
+  // step of a K-major operand is 32 bytes inside the 128-byte row (the
+  // hardware applies the swizzle to the computed address), every 4 steps
+  // move to the next column box; a k16 step of V is 16 rows = 2 atoms.
+  // -------------------------------------------------------------------------
+
+  /// Issues S = Q K^T (this consumer's 64 rows x kBlockN keys) and commits it.
+  static __device__ __forceinline__ void issue_qk(float (&acc_s)[kSRegs], unsigned q_addr, unsigned k_addr) {
+    constexpr int kStepsPerBox = kBoxCols / kKStep;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / kKStep; ++kk) {
+      const unsigned off = (kk % kStepsPerBox) * kKStep * int(sizeof(Element));
+      const unsigned long long a =
+          ptx::smem_desc_sw128(q_addr + (kk / kStepsPerBox) * kQBoxBytes + off, 16, kSwizzleAtomBytes);
+      const unsigned long long b =
+          ptx::smem_desc_sw128(k_addr + (kk / kStepsPerBox) * kKVBoxBytes + off, 16, kSwizzleAtomBytes);
+      Wgmma<kBlockN>::template ss<Element>(acc_s, a, b, kk > 0);
+    }
+    ptx::wgmma_commit();
+  }
+
+  /// Issues O += P V (P: this consumer's 64 rows x kBlockN keys, in registers)
+  /// and commits it.
+  static __device__ __forceinline__ void issue_pv(float (&acc_o)[kORegs], const unsigned (&p)[kPRegs],
+                                                  unsigned v_addr) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / kKStep; ++kk) {
+      const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+      const unsigned long long b =
+          ptx::smem_desc_sw128(v_addr + kk * kKStep * kRowBytes, kKVBoxBytes, kSwizzleAtomBytes);
+      Wgmma<kHeadDim>::template rs_tb<Element>(acc_o, a, b, true);
+    }
+    ptx::wgmma_commit();
+  }
+
+  // -------------------------------------------------------------------------
+  // Softmax on the accumulator layout: element 4j + 2*half + e of S is row
+  // (g + 8*half) of the warp's 16, key 8j + 2t + e of the tile.
+  // -------------------------------------------------------------------------
+
+  /// Sets scores of invisible keys to -inf. `limit[half]` is the first
+  /// invisible key of the row relative to the lane's key 2t.
+  static __device__ __forceinline__ void apply_mask(float (&acc_s)[kSRegs], const int (&limit)[2]) {
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (j * 8 + e >= limit[half]) acc_s[4 * j + 2 * half + e] = neg_inf();
+        }
+  }
+
+  /// The row max in exp2 units; 0 for a row that has seen only masked keys, so
+  /// exp2(-inf - 0) = 0 instead of NaN.
+  static __device__ __forceinline__ float scaled_max(float mx, float scale_log2) {
+    return mx == neg_inf() ? 0.f : mx * scale_log2;
+  }
+
+  /// New running max per row (quad-reduced) and S -> P = exp2(S * scale_log2 -
+  /// max) in place; returns this lane's partial row sums of P.
+  static __device__ __forceinline__ void exponentiate(float (&acc_s)[kSRegs], const float (&row_max)[2],
+                                                      float (&new_max)[2], float (&tile_sum)[2],
+                                                      float scale_log2) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = row_max[half];
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        mx = ptx::fmax(mx, ptx::fmax(acc_s[4 * j + 2 * half], acc_s[4 * j + 2 * half + 1]));
+      }
+      new_max[half] = ptx::quad_max(mx);
+      const float max_scaled = scaled_max(new_max[half], scale_log2);
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& s = acc_s[4 * j + 2 * half + e];
+          s = ptx::exp2_approx(s * scale_log2 - max_scaled);  // one FFMA + MUFU.EX2
+          sum += s;
+        }
+      tile_sum[half] = sum;
+    }
+  }
+
+  /// O and the running sums move to the new max; P joins the sums.
+  static __device__ __forceinline__ void rescale(float (&acc_o)[kORegs], float (&row_max)[2],
+                                                 float (&row_sum)[2], const float (&new_max)[2],
+                                                 const float (&tile_sum)[2], float scale_log2) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float correction =
+          ptx::exp2_approx(row_max[half] * scale_log2 - scaled_max(new_max[half], scale_log2));
+      row_max[half] = new_max[half];
+      row_sum[half] = row_sum[half] * correction + tile_sum[half];
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        acc_o[4 * j + 2 * half] *= correction;
+        acc_o[4 * j + 2 * half + 1] *= correction;
+      }
+    }
+  }
+
+  /// P as the A operand: 16-bit pairs in the order the k16 steps read them.
+  static __device__ __forceinline__ void pack_p(unsigned (&p)[kPRegs], const float (&acc_s)[kSRegs]) {
+#pragma unroll
+    for (int i = 0; i < kPRegs; ++i) p[i] = ptx::pack_16x2<Element>(acc_s[2 * i], acc_s[2 * i + 1]);
+  }
+
+  /// One lane per warp tells the producer this warp is done with a slot.
+  static __device__ __forceinline__ void release(unsigned long long& empty_bar, int lane) {
+    if (lane == 0) ptx::mbarrier_arrive(ptx::smem_u32(&empty_bar));
+  }
+
+  // Ping-pong turns: consumer c waits for its turn before issuing products
+  // and hands the turn over after issuing them.
+  static __device__ __forceinline__ void take_turn(int c) {
+    ptx::named_barrier_sync(kTurnBarrier + c, kPingPongThreads);
+  }
+  static __device__ __forceinline__ void pass_turn(int c) {
+    ptx::named_barrier_arrive(kTurnBarrier + (c ^ 1), kPingPongThreads);
+  }
+
+  // -------------------------------------------------------------------------
+  // Consumer: 64 query rows.
+  // -------------------------------------------------------------------------
+  static __device__ __forceinline__ void consume(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
+                                                 int c) {
+    const FwdParams& params = tp.p;
+    const int tid = threadIdx.x % kWarpgroupThreads;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+    const float scale_log2 = params.scale_log2;
+
+    float acc_o[kORegs];
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) acc_o[i] = 0.f;
+    float row_max[2] = {neg_inf(), neg_inf()};
+    float row_sum[2] = {0.f, 0.f};
+    // Rows g and g + 8 of this warp, and their first invisible key (causal).
+    const int row0 = blk.m_block * kBlockM + c * kWgmmaM + warp * 16 + g;
+    const unsigned q_addr = ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]);
+
+    if (blk.n_tiles > 0) {
+      float acc_s[kSRegs];
+      unsigned p[kPRegs];
+      float new_max[2], tile_sum[2];
+      // Mask limits for tile n, relative to the lane's first key n*kBlockN + 2t.
+      auto mask_tile = [&](int n) {
+        const int key0 = n * kBlockN + 2 * t;
+        int limit[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          int lim = kIsEven ? kBlockN : blk.seqlen_k - key0;
+          if constexpr (kIsCausal) lim = imin(lim, row0 + 8 * half + blk.causal_offset + 1 - key0);
+          limit[half] = lim;
+        }
+        apply_mask(acc_s, limit);
+      };
+
+      ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full), 0);
+      if (c == 1) pass_turn(c);  // consumer 0 goes first
+
+      // Tile 0: S only.
+      ptx::mbarrier_wait(ptx::smem_u32(&smem.k_full[0]), 0);
+      take_turn(c);
+      ptx::wgmma_fence();
+      issue_qk(acc_s, q_addr, ptx::smem_u32(&smem.k[0][0][0][0]));
+      pass_turn(c);
+      ptx::wgmma_wait<0>();
+      ptx::fence_operand(acc_s);
+      release(smem.k_empty[0], lane);
+      if (0 >= blk.n_mask_begin) mask_tile(0);
+      exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
+      rescale(acc_o, row_max, row_sum, new_max, tile_sum, scale_log2);
+      pack_p(p, acc_s);
+
+#pragma unroll 1
+      for (int n = 1; n < blk.n_tiles; ++n) {
+        const int s = n % kStages;
+        const int sp = (n - 1) % kStages;
+        ptx::mbarrier_wait(ptx::smem_u32(&smem.k_full[s]), (n / kStages) & 1);
+        ptx::mbarrier_wait(ptx::smem_u32(&smem.v_full[sp]), ((n - 1) / kStages) & 1);
+        take_turn(c);
+        ptx::fence_operand(acc_o);
+        ptx::wgmma_fence();
+        issue_qk(acc_s, q_addr, ptx::smem_u32(&smem.k[s][0][0][0]));
+        issue_pv(acc_o, p, ptx::smem_u32(&smem.v[sp][0][0][0]));
+        pass_turn(c);
+        ptx::wgmma_wait<1>();  // S done; P V of tile n - 1 may still run
+        ptx::fence_operand(acc_s);
+        release(smem.k_empty[s], lane);
+        if (n >= blk.n_mask_begin) mask_tile(n);
+        exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
+        ptx::wgmma_wait<0>();
+        ptx::fence_operand(acc_o);
+        ptx::fence_operand(p);
+        release(smem.v_empty[sp], lane);
+        rescale(acc_o, row_max, row_sum, new_max, tile_sum, scale_log2);
+        pack_p(p, acc_s);
+      }
+
+      // P V of the last tile.
+      const int sl = (blk.n_tiles - 1) % kStages;
+      ptx::mbarrier_wait(ptx::smem_u32(&smem.v_full[sl]), ((blk.n_tiles - 1) / kStages) & 1);
+      take_turn(c);
+      ptx::fence_operand(acc_o);
+      ptx::wgmma_fence();
+      issue_pv(acc_o, p, ptx::smem_u32(&smem.v[sl][0][0][0]));
+      if (c == 0) pass_turn(c);  // consumer 1 takes no further turn
+      ptx::wgmma_wait<0>();
+      ptx::fence_operand(acc_o);
+      ptx::fence_operand(p);
+      release(smem.v_empty[sl], lane);
+    }
+
+    // Epilogue: O / rowsum, lse from lane t == 0 of each quad.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float sum = ptx::quad_sum(row_sum[half]);
+      // A row with no visible key has sum 0: O = 0 and lse = -inf, never NaN.
+      const float inv = sum > 0.f ? ptx::rcp_approx(sum) : 0.f;
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        acc_o[4 * j + 2 * half] *= inv;
+        acc_o[4 * j + 2 * half + 1] *= inv;
+      }
+      const int row = row0 + 8 * half;
+      if (params.lse != nullptr && t == 0 && row < params.seqlen_q) {
+        const float lse = sum > 0.f ? row_max[half] * params.scale + ptx::log2_approx(sum) * kWgLn2 : neg_inf();
+        params.lse[blk.b * params.lse_batch_stride + blk.h * params.lse_head_stride + row] = lse;
+      }
+    }
+
+    // Registers -> this consumer's rows of the Q tile, in the TMA box layout
+    // (128-byte rows, 16-byte chunk index XOR row % 8): rows g of a warp land
+    // in 8 different chunks, so the 4-byte stores are bank-conflict-free.
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = c * kWgmmaM + warp * 16 + 8 * half + g;  // row in the Q tile
+        const int chunk = (j % 8) ^ (r % 8);
+        const unsigned addr = ptx::smem_u32(&smem.q[j / 8][r][0]) + chunk * 16 + 2 * t * int(sizeof(Element));
+        ptx::sts32(addr, ptx::pack_16x2<Element>(acc_o[4 * j + 2 * half], acc_o[4 * j + 2 * half + 1]));
+      }
+    ptx::fence_proxy_async_shared();  // the TMA store reads what these stores wrote
+    ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
+    if (tid == 0) {
+      const int first_row = blk.m_block * kBlockM + c * kWgmmaM;
+      if (first_row < params.seqlen_q) {
+#pragma unroll
+        for (int cb = 0; cb < kColBoxes; ++cb) {
+          ptx::tma_store_4d(&tp.tma_o, ptx::smem_u32(&smem.q[cb][c * kWgmmaM][0]), cb * kBoxCols, first_row,
+                            blk.h, blk.b);
+        }
+        ptx::bulk_commit();
+        ptx::bulk_wait<0>();  // shared memory must outlive the store's reads
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // The kernel body.
+  // -------------------------------------------------------------------------
+  static __device__ void run(const FwdTmaParams& tp) {
+    extern __shared__ unsigned char smem_raw[];
+    const unsigned base = ptx::smem_u32(smem_raw);
+    const unsigned aligned = (base + kAlignSlack - 1) & ~unsigned(kAlignSlack - 1);
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw + (aligned - base));
+
+    const Block blk = locate(tp.p);
+    const int warpgroup = threadIdx.x / kWarpgroupThreads;
+    if (threadIdx.x == 0) {
+      ptx::prefetch_tensor_map(&tp.tma_q);
+      ptx::prefetch_tensor_map(&tp.tma_k);
+      ptx::prefetch_tensor_map(&tp.tma_v);
+      ptx::mbarrier_init(ptx::smem_u32(&smem.q_full), 1);
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) {
+        // full: the producer's expect_tx arrival + the TMA bytes. empty: one
+        // arrival per consumer warp.
+        ptx::mbarrier_init(ptx::smem_u32(&smem.k_full[s]), 1);
+        ptx::mbarrier_init(ptx::smem_u32(&smem.v_full[s]), 1);
+        ptx::mbarrier_init(ptx::smem_u32(&smem.k_empty[s]), kConsumers * kWarpgroupThreads / 32);
+        ptx::mbarrier_init(ptx::smem_u32(&smem.v_empty[s]), kConsumers * kWarpgroupThreads / 32);
+      }
+      ptx::fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+      ptx::setmaxnreg_dec<kProducerRegs>();
+      if (threadIdx.x == 0) produce(tp, smem, blk);
+    } else {
+      ptx::setmaxnreg_inc<kConsumerRegs>();
+      consume(tp, smem, blk, warpgroup - 1);
+    }
+  }
+};
+
+}  // namespace flashjit
