@@ -132,6 +132,19 @@ Error spec_error(std::string_view text, std::string what) {
 
 }  // namespace
 
+Result<TileConfig> parse_tile_config(std::string_view text) {
+  const auto f = split(text, '_');
+  TileConfig tile;
+  if (f.size() == 5 && f.back() == "wg") tile.wgmma = true;
+  if ((f.size() != 4 && !tile.wgmma) || !parse_prefixed_int(f[0], "bm", &tile.block_m) ||
+      !parse_prefixed_int(f[1], "bn", &tile.block_n) || !parse_prefixed_int(f[2], "w", &tile.num_warps) ||
+      !parse_prefixed_int(f[3], "s", &tile.num_stages)) {
+    return make_error(Status::kInvalidSpec,
+                      fmt::format("the tile suffix must be bm<M>_bn<N>_w<warps>_s<stages>[_wg]; got '{}'", text));
+  }
+  return tile;
+}
+
 Result<KernelSpec> KernelSpec::parse(std::string_view text) {
   const auto f = split(text, '_');
   KernelSpec spec;
@@ -176,14 +189,10 @@ Result<KernelSpec> KernelSpec::parse(std::string_view text) {
   }
 
   if (i < f.size()) {
-    const size_t fields = f.size() - i;
-    if (fields == 5 && f.back() == "wg") spec.tile.wgmma = true;
-    if ((fields != 4 && !spec.tile.wgmma) || !parse_prefixed_int(f[i], "bm", &spec.tile.block_m) ||
-        !parse_prefixed_int(f[i + 1], "bn", &spec.tile.block_n) ||
-        !parse_prefixed_int(f[i + 2], "w", &spec.tile.num_warps) ||
-        !parse_prefixed_int(f[i + 3], "s", &spec.tile.num_stages)) {
-      return spec_error(text, "the tile suffix must be _bm<M>_bn<N>_w<warps>_s<stages>[_wg]");
-    }
+    const size_t tile_start = size_t(f[i].data() - text.data());
+    auto tile = parse_tile_config(text.substr(tile_start));
+    if (!tile) return spec_error(text, tile.error().message);
+    spec.tile = *tile;
   } else {
     spec.tile = choose_tile_config(spec);
   }

@@ -74,6 +74,11 @@ struct KernelSpec {
   uint64_t hash() const;
 };
 
+/// Parses a tile suffix without its leading '_': "bm128_bn64_w4_s2" or
+/// "bm128_bn128_w12_s2_wg". Checks the syntax only (validate_tile_config
+/// checks it against a spec).
+Result<TileConfig> parse_tile_config(std::string_view text);
+
 /// The head dims every kernel supports.
 inline constexpr int kSupportedHeadDims[] = {32, 64, 96, 128, 256};
 

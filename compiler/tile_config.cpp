@@ -28,12 +28,16 @@ int fwd_pad_v(const KernelSpec& spec) { return spec.dtype == DType::kF32 ? 4 : 8
 
 TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   // Two consumer warpgroups of 64 rows (the wgmma M) and a producer: 12
-  // warps, block_m 128. 128 keys per tile: S is 64 registers per consumer
-  // thread beside O (D/2) and P (32), under the 240 setmaxnreg gives them.
-  // Two stages: Q + 2 x (K + V) is 160 KiB at D = 128, and one CTA per SM
-  // is all the registers allow anyway.
-  (void)spec;
-  TileConfig t{128, 128, 12, 2};
+  // warps, block_m 128; one CTA per SM is all the registers allow.
+  // Measured on the H200 (B4 H8, bf16, run 2 of bench/results/2026-12-03-h200):
+  //  - D = 128: 128 keys per tile, two stages (160 KiB). S is 64 registers per
+  //    consumer thread beside O (64) and P (32), under the 240 setmaxnreg
+  //    gives them; 192 keys spill. Three stages measured within noise of two
+  //    (s8192: 658 vs 645-653 TFLOP/s), 64 keys 13% slower (564).
+  //  - D = 64: 192 keys per tile, three stages (160 KiB): fewer, longer steps
+  //    hide the softmax better (s8192 465 vs 447-452 TFLOP/s, s3000 421 vs
+  //    392-397, causal s8192 436 vs 412-418).
+  TileConfig t = spec.head_dim <= 64 ? TileConfig{128, 192, 12, 3} : TileConfig{128, 128, 12, 2};
   t.wgmma = true;
   return t;
 }
@@ -63,7 +67,9 @@ Result<void> validate_wgmma_tile(const KernelSpec& spec) {
     return bad("the wgmma kernel (_wg) serves the forward of bf16/f16 at head_dim 64 or 128 only");
   }
   if (t.block_m != 128) return bad(fmt::format("_wg needs block_m 128 (two 64-row consumers); got {}", t.block_m));
-  if (t.block_n != 64 && t.block_n != 128) return bad(fmt::format("_wg needs block_n 64 or 128; got {}", t.block_n));
+  if (t.block_n != 64 && t.block_n != 128 && t.block_n != 192) {
+    return bad(fmt::format("_wg needs block_n 64, 128 or 192; got {}", t.block_n));
+  }
   if (t.num_warps != 12) return bad(fmt::format("_wg needs num_warps 12 (3 warpgroups); got {}", t.num_warps));
   if (t.num_stages < 1 || t.num_stages > 4) return bad(fmt::format("num_stages must be in [1, 4]; got {}", t.num_stages));
   return {};
@@ -306,7 +312,7 @@ Result<void> validate_tile_config(const KernelSpec& spec) {
   }
   auto pow2_in = [](int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; };
   if (!pow2_in(t.block_m, 16, 256)) return bad("block_m", t.block_m, "a power of two in [16, 256]");
-  if (!pow2_in(t.block_n, 16, 256)) return bad("block_n", t.block_n, "a power of two in [16, 256]");
+  if (!t.wgmma && !pow2_in(t.block_n, 16, 256)) return bad("block_n", t.block_n, "a power of two in [16, 256]");
   if (!t.wgmma && !pow2_in(t.num_warps, 1, 16)) return bad("num_warps", t.num_warps, "a power of two in [1, 16]");
   if (t.num_stages < 1 || t.num_stages > 4) return bad("num_stages", t.num_stages, "in [1, 4]");
   const int smem = smem_bytes(spec);

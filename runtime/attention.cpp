@@ -211,6 +211,11 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
   if (const char* env = std::getenv("FLASHJIT_FORCE_MMA"); env != nullptr && std::string(env) == "1") {
     impl.options.force_mma = true;
   }
+  if (const char* env = std::getenv("FLASHJIT_FWD_TILE"); env != nullptr && *env != '\0') {
+    auto tile = parse_tile_config(env);
+    if (!tile) return make_error(Status::kInvalidArgument, "FLASHJIT_FWD_TILE: " + tile.error().message);
+    impl.options.fwd_tile = *tile;
+  }
   impl.jit = std::make_unique<Jit>(impl.options.cache, impl.options.on_warning, impl.options.on_compile);
   return ctx;
 }
@@ -223,7 +228,7 @@ namespace {
 // The spec of an already validated problem. `allow_wgmma`: the Hopper
 // forward may be chosen (see preferred_spec).
 Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool deterministic, Arch arch,
-                             bool allow_wgmma) {
+                             bool allow_wgmma, const std::optional<TileConfig>& fwd_tile = std::nullopt) {
   const Problem p = normalized(problem);
   KernelSpec spec;
   spec.direction = direction;
@@ -237,11 +242,15 @@ Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool d
   // every batch entry has all seqlen_k keys.
   spec.padding = SeqPadding::kEven;
   spec = preferred_spec(spec, allow_wgmma);
+  if (direction == Direction::kFwd && fwd_tile && fwd_tile->wgmma == spec.tile.wgmma) {
+    KernelSpec tuned = spec;
+    tuned.tile = *fwd_tile;
+    if (validate_tile_config(tuned)) spec = tuned;
+  }
   const TileConfig even_tile = spec.tile;
   const bool even = !p.seqlens_k && p.seqlen_q % even_tile.block_m == 0 &&
                     p.seqlen_k % even_tile.block_n == 0;
   spec.padding = even ? SeqPadding::kEven : SeqPadding::kPadded;
-  spec.tile = choose_tile_config(spec);
   if (auto r = spec.validate(); !r) return r.error();  // the policy's tile fits the arch
   return spec;
 }
@@ -293,7 +302,8 @@ Result<void> encode_forward_maps(const ForwardArgs& a, const Problem& n, const K
 
 Result<KernelSpec> Context::spec_for(const Problem& problem, Direction direction, bool deterministic) {
   if (auto r = validate_problem(problem); !r) return r.error();
-  return make_spec(problem, direction, deterministic, impl_->arch, !impl_->options.force_mma);
+  return make_spec(problem, direction, deterministic, impl_->arch, !impl_->options.force_mma,
+                   impl_->options.fwd_tile);
 }
 
 Result<CompileRecord> Context::compile(const KernelSpec& spec) {
@@ -323,7 +333,8 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   if (auto r = validate_inputs(a.q, a.k, a.v, p); !r) return r.error();
   if (auto r = validate_output("o", a.o, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
-  auto spec = make_spec(p, Direction::kFwd, false, impl_->arch, !impl_->options.force_mma);
+  auto spec = make_spec(p, Direction::kFwd, false, impl_->arch, !impl_->options.force_mma,
+                        impl_->options.fwd_tile);
   if (!spec) return spec.error();
   if (auto r = impl_->device_ready(); !r) return r.error();
 

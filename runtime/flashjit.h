@@ -139,6 +139,11 @@ struct ContextOptions {
   /// mma.sync kernels, as on pre-Hopper GPUs (to compare the two paths). The
   /// environment variable FLASHJIT_FORCE_MMA=1 sets it too.
   bool force_mma = false;
+  /// Tile tuning: the forward uses this tile instead of the policy's wherever
+  /// it is valid for the spec (same kernel family: "_wg" or not), e.g.
+  /// {128, 128, 12, 3, true}. The environment variable FLASHJIT_FWD_TILE
+  /// (e.g. "bm128_bn128_w12_s3_wg") sets it too. Launch reports name the tile.
+  std::optional<TileConfig> fwd_tile;
 };
 
 class Jit;

@@ -67,12 +67,22 @@ struct Wgmma<128> {
   }
 };
 
+/// N = 192: S over 192 keys (no register-A form is needed: N of P V is D).
+template <>
+struct Wgmma<192> {
+  template <class Element>
+  static __device__ __forceinline__ void ss(float (&d)[96], unsigned long long a, unsigned long long b,
+                                            bool accumulate) {
+    ptx::wgmma_ss_n192(d, a, b, accumulate, Element{});
+  }
+};
+
 template <class Element, int kHeadDim, int kBlockM, int kBlockN, int kStages, bool kIsCausal, bool kIsEven,
           int kSmemBytes>
 struct FwdWgmmaKernel {
   static_assert(kIsSame<Element, bf16_t> || kIsSame<Element, f16_t>, "wgmma path: bf16 or f16 inputs");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma path: head_dim 64 or 128");
-  static_assert(kBlockN == 64 || kBlockN == 128, "wgmma path: 64 or 128 keys per tile");
+  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 192, "wgmma path: 64, 128 or 192 keys per tile");
 
   static constexpr int kWarpgroupThreads = 128;
   static constexpr int kWgmmaM = 64;                   // rows of one wgmma = rows of one consumer

@@ -92,7 +92,7 @@ TEST_CASE("sm_90 prefers the Hopper forward for 16-bit inputs at head_dim 64 and
       INFO(hopper.to_string());
       CHECK(hopper.arch == Arch::kSm90a);
       CHECK(hopper.tile.wgmma);
-      CHECK(hopper.to_string().find("_sm90a_bm128_bn128_w12_s2_wg") != std::string::npos);
+      CHECK(hopper.to_string().find(hd == 64 ? "_sm90a_bm128_bn192_w12_s3_wg" : "_sm90a_bm128_bn128_w12_s2_wg") != std::string::npos);
       const KernelSpec forced = preferred_spec(s, /*allow_wgmma=*/false);
       CHECK(forced.arch == Arch::kSm90);
       CHECK_FALSE(forced.tile.wgmma);
