@@ -224,6 +224,14 @@ flashjit_status flashjit_context_create_ex(const flashjit_context_options* optio
       }
       o.arch = *arch;
     }
+    o.force_mma = options->force_mma != 0;
+    if (options->fwd_tile) {
+      auto tile = flashjit::parse_tile_config(options->fwd_tile);
+      if (!tile) {
+        return fail(flashjit::make_error(flashjit::Status::kInvalidArgument, "fwd_tile: " + tile.error().message));
+      }
+      o.fwd_tile = *tile;
+    }
     if (options->on_warning) {
       auto cb = options->on_warning;
       void* user = options->user_data;
@@ -392,6 +400,30 @@ flashjit_status flashjit_backward_workspace_size(flashjit_context* ctx,
     auto r = ctx->impl->backward_workspace_size(*p, deterministic != 0);
     if (!r) return fail(r.error());
     *out = *r;
+    return FLASHJIT_SUCCESS;
+  });
+}
+
+flashjit_status flashjit_spec_for(flashjit_context* ctx, const flashjit_problem* problem, int backward,
+                                  int deterministic, char* spec, size_t spec_len) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    if (ctx == nullptr) return null_pointer(fn, "ctx");
+    if (problem == nullptr) return null_pointer(fn, "problem");
+    if (spec == nullptr) return null_pointer(fn, "spec");
+    if (spec_len > 0) spec[0] = '\0';
+    auto p = to_problem(*problem);
+    if (!p) return fail(p.error());
+    auto r = ctx->impl->spec_for(*p, backward ? flashjit::Direction::kBwd : flashjit::Direction::kFwd,
+                                 deterministic != 0);
+    if (!r) return fail(r.error());
+    const std::string text = r->to_string();
+    if (text.size() + 1 > spec_len) {
+      return fail(flashjit::make_error(flashjit::Status::kInvalidArgument,
+                                       "spec_len " + std::to_string(spec_len) + " is too small for '" + text +
+                                           "' (" + std::to_string(text.size() + 1) + " bytes)"));
+    }
+    std::memcpy(spec, text.c_str(), text.size() + 1);
     return FLASHJIT_SUCCESS;
   });
 }

@@ -131,6 +131,12 @@ typedef struct flashjit_context_options {
   /** Called once per kernel request that was not an in-memory hit. */
   void (*on_compile)(const flashjit_compile_info* info, void* user_data);
   void* user_data;         /**< passed to both callbacks */
+  /** Nonzero: never use the Hopper forward kernel (mma.sync everywhere), as
+   *  FLASHJIT_FORCE_MMA=1 does. */
+  int force_mma;
+  /** Tile tuning: forward launches use this tile where it is valid for the
+   *  spec, e.g. "bm128_bn128_w12_s3_wg" (as FLASHJIT_FWD_TILE); NULL: the policy's. */
+  const char* fwd_tile;
 } flashjit_context_options;
 
 /** Creates a context with options (see flashjit_context_options). */
@@ -176,6 +182,14 @@ flashjit_status flashjit_forward_backward(flashjit_context* ctx, const flashjit_
 flashjit_status flashjit_backward_workspace_size(flashjit_context* ctx,
                                                  const flashjit_problem* problem,
                                                  int deterministic, size_t* out);
+
+/** The canonical spec string a forward (`backward` = 0) or backward (nonzero)
+ *  of `problem` launches on this context (e.g. the Hopper kernel's
+ *  "fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg"), into `spec`
+ *  of `spec_len` bytes, NUL-terminated; FLASHJIT_ERROR_INVALID_ARGUMENT when
+ *  it does not fit. Needs no GPU. */
+flashjit_status flashjit_spec_for(flashjit_context* ctx, const flashjit_problem* problem, int backward,
+                                  int deterministic, char* spec, size_t spec_len);
 
 /** Compiles one spec (its canonical string, e.g. "fwd_bf16_d128_causal_padded_sm90";
  *  the tile suffix may be omitted) into the caches without loading it: warms

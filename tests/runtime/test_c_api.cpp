@@ -559,6 +559,42 @@ TEST_CASE("context_create_ex: cache dir, arch, callbacks, bad options", "[c_api]
   CHECK(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Catch::Contains("sm75"));
   CHECK(ctx == nullptr);
+  o.arch = "sm90";
+  o.fwd_tile = "bm128_bn128";
+  CHECK(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("fwd_tile"));
+  CHECK(ctx == nullptr);
+
+  // The Hopper forward on sm90, mma.sync when forced, a tuned tile when asked.
+  flashjit_problem prob{};
+  prob.dtype = FLASHJIT_DTYPE_BF16;
+  prob.batch = 1;
+  prob.heads = 1;
+  prob.seqlen_q = prob.seqlen_k = 512;
+  prob.head_dim = 128;
+  char spec[160];
+  o.fwd_tile = nullptr;
+  REQUIRE(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_SUCCESS);
+  REQUIRE(flashjit_spec_for(ctx, &prob, 0, 0, spec, sizeof(spec)) == FLASHJIT_SUCCESS);
+  CHECK(std::string(spec) == "fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg");
+  CHECK(flashjit_spec_for(ctx, &prob, 0, 0, spec, 8) == FLASHJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("too small"));
+  REQUIRE(flashjit_spec_for(ctx, &prob, 1, 1, spec, sizeof(spec)) == FLASHJIT_SUCCESS);
+  CHECK(std::string(spec).rfind("bwd_bf16_d128_noncausal_even_sm90_det_", 0) == 0);
+  flashjit_context_destroy(ctx);
+  o.force_mma = 1;
+  REQUIRE(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_SUCCESS);
+  REQUIRE(flashjit_spec_for(ctx, &prob, 0, 0, spec, sizeof(spec)) == FLASHJIT_SUCCESS);
+  CHECK(std::string(spec).rfind("fwd_bf16_d128_noncausal_even_sm90_bm", 0) == 0);
+  flashjit_context_destroy(ctx);
+  o.force_mma = 0;
+  o.fwd_tile = "bm128_bn128_w12_s3_wg";
+  REQUIRE(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_SUCCESS);
+  REQUIRE(flashjit_spec_for(ctx, &prob, 0, 0, spec, sizeof(spec)) == FLASHJIT_SUCCESS);
+  CHECK(std::string(spec) == "fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s3_wg");
+  flashjit_context_destroy(ctx);
+  ctx = nullptr;
+  o.fwd_tile = nullptr;
 
   // A cache "directory" under a regular file cannot be created: the compile
   // still succeeds, and the warning reaches the C callback.
