@@ -297,7 +297,10 @@ struct FwdWgmmaKernel {
     }
   }
 
-  /// O and the running sums move to the new max; P joins the sums.
+  /// O and the running sums move to the new max; P joins the sums. Every
+  /// tile: lazy rescaling (move the max only when it grows by > 2^8, one warp
+  /// vote per tile) measured slower on the H200 at D = 64 (s8192 439 vs 465
+  /// TFLOP/s, run 6 of bench/results/2026-12-03-h200) and within noise at D = 128.
   static __device__ __forceinline__ void rescale(float (&acc_o)[kORegs], float (&row_max)[2],
                                                  float (&row_sum)[2], const float (&new_max)[2],
                                                  const float (&tile_sum)[2], float scale_log2) {
