@@ -246,3 +246,57 @@ TEST_CASE("forward: sm_90 runs 16-bit head_dim 64 and 128 on the Hopper kernel",
     }
   }
 }
+
+TEST_CASE("forward: a layout the TMA cannot describe falls back to mma.sync with a warning", "[gpu][fwd]") {
+  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
+  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
+    WARN("the Hopper kernel does not apply here");
+    return;
+  }
+  // One query row whose seq stride is 2^40 elements: valid (a stride of an
+  // axis of extent 1 is never stepped) but past the TMA's 2^40-byte limit.
+  std::vector<std::string> warnings;
+  ContextOptions options;
+  options.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+  auto ctx = Context::create(options);
+  REQUIRE(ctx.ok());
+  const AttentionCase c = make_case(DType::kBF16, Precision::kNative, 128, 1, 300, false, 5);
+  const size_t q_elems = size_t(c.batch) * c.heads * c.head_dim;
+  const size_t k_elems = q_elems * c.seqlen_k;
+  auto dq = upload(encode(random_inputs(q_elems, c.dtype, 51), c.dtype));
+  auto dk = upload(encode(random_inputs(k_elems, c.dtype, 52), c.dtype));
+  auto dv = upload(encode(random_inputs(k_elems, c.dtype, 53), c.dtype));
+  auto o_tma = poisoned(q_elems * 2);
+  auto o_fallback = poisoned(q_elems * 2);
+
+  ForwardArgs a;
+  a.problem = c.problem();
+  a.q = view(dq, c, 1);
+  a.k = view(dk, c, c.seqlen_k);
+  a.v = view(dv, c, c.seqlen_k);
+  a.o = view(o_tma, c, 1);
+  auto tma = shared_context().forward(a);
+  REQUIRE(tma.ok());
+  CHECK(tma->spec.tile.wgmma);
+
+  constexpr int64_t kHugeStride = int64_t(1) << 40;
+  a.q.seq_stride = kHugeStride;
+  a.o = view(o_fallback, c, 1);
+  a.o.seq_stride = kHugeStride;
+  auto fallback = (*ctx)->forward(a);
+  REQUIRE(fallback.ok());
+  INFO(fallback->spec.to_string());
+  CHECK_FALSE(fallback->spec.tile.wgmma);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("cuTensorMapEncodeTiled"));
+  CHECK_THAT(warnings[0], Catch::Contains("mma.sync"));
+  REQUIRE(driver::context_synchronize().ok());
+
+  // Both kernels computed the same attention.
+  const auto x = decode(download(o_tma), c.dtype);
+  const auto y = decode(download(o_fallback), c.dtype);
+  ErrorNorm diff;
+  for (size_t i = 0; i < x.size(); ++i) diff.add(y[i], x[i]);
+  CHECK(diff.nan == 0);
+  CHECK(diff.rel() <= forward_tolerance(c.dtype, c.precision));
+}
