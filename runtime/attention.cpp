@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <cmath>
 #include <iterator>
 #include <mutex>
@@ -238,18 +237,16 @@ Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool d
   spec.causal = p.causal;
   spec.arch = arch;
   spec.deterministic = direction == Direction::kBwd && deterministic;
-  // Even only if both lengths are multiples of the even kernel's tile and
-  // every batch entry has all seqlen_k keys.
-  spec.padding = SeqPadding::kEven;
   spec = preferred_spec(spec, allow_wgmma);
   if (direction == Direction::kFwd && fwd_tile && fwd_tile->wgmma == spec.tile.wgmma) {
     KernelSpec tuned = spec;
     tuned.tile = *fwd_tile;
     if (validate_tile_config(tuned)) spec = tuned;
   }
-  const TileConfig even_tile = spec.tile;
-  const bool even = !p.seqlens_k && p.seqlen_q % even_tile.block_m == 0 &&
-                    p.seqlen_k % even_tile.block_n == 0;
+  // Even only if both lengths are multiples of the tile (which does not
+  // depend on the padding) and every batch entry has all seqlen_k keys.
+  const bool even = !p.seqlens_k && p.seqlen_q % spec.tile.block_m == 0 &&
+                    p.seqlen_k % spec.tile.block_n == 0;
   spec.padding = even ? SeqPadding::kEven : SeqPadding::kPadded;
   if (auto r = spec.validate(); !r) return r.error();  // the policy's tile fits the arch
   return spec;
@@ -279,13 +276,7 @@ Result<void> encode_map(const TensorView& t, const Problem& p, int seq, unsigned
   }
   constexpr unsigned kBoxCols = 64;  // 128 bytes: the 128-byte swizzle's row
   const unsigned box[4] = {kBoxCols, box_rows, 1, 1};
-  driver::TensorMap4d map;
-  if (auto r = driver::encode_tensor_map_4d(&map, p.dtype == DType::kBF16, t.data, dims, strides, box); !r) {
-    return r;
-  }
-  static_assert(sizeof(map) == sizeof(*out), "CUtensorMap is 128 bytes");
-  std::memcpy(out, &map, sizeof(map));
-  return {};
+  return driver::encode_tensor_map_4d(out, p.dtype == DType::kBF16, t.data, dims, strides, box);
 }
 
 // The four tensor maps of the Hopper forward (templates/fwd_wgmma.cuh).
@@ -504,7 +495,9 @@ Result<ForwardBackwardInfo> Context::forward_backward(const ForwardBackwardArgs&
   auto fr = forward(f);
   if (!fr) return fr.error();
   info.forward = std::move(*fr);
-  info.forward.compile = fwd_record;
+  // forward() may have fallen back to mma.sync (a layout the TMA cannot
+  // describe): then its own record is the one of the kernel that ran.
+  if (info.forward.spec == *fwd_spec) info.forward.compile = fwd_record;
   auto br = backward(b);
   if (!br) return br.error();
   info.backward = std::move(*br);

@@ -500,7 +500,7 @@ Result<void> launch(const Function& f, Dim3 grid, Dim3 block, int smem_bytes, St
   return {};
 }
 
-Result<void> encode_tensor_map_4d(TensorMap4d* map, bool bf16, const void* base, const uint64_t dims[4],
+Result<void> encode_tensor_map_4d(TmaDescriptor* map, bool bf16, const void* base, const uint64_t dims[4],
                                   const uint64_t strides_bytes[3], const unsigned box[4]) {
   // cuda.h enum values (CUDA 12.0+).
   constexpr int kDataTypeF16 = 6;            // CU_TENSOR_MAP_DATA_TYPE_FLOAT16
@@ -515,6 +515,7 @@ Result<void> encode_tensor_map_4d(TensorMap4d* map, bool bf16, const void* base,
     return make_error(Status::kDriverUnavailable,
                       "cuTensorMapEncodeTiled is missing: the driver predates CUDA 12.0");
   }
+  static_assert(sizeof(TmaDescriptor) == 128 && alignof(TmaDescriptor) == 64, "a CUtensorMap");
   const unsigned element_strides[4] = {1, 1, 1, 1};
   const CUresult rc = api->TensorMapEncodeTiled(
       map->opaque, bf16 ? kDataTypeBF16 : kDataTypeF16, 4, const_cast<void*>(base), dims, strides_bytes,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/status.h"
+#include "templates/params.cuh"
 
 namespace flashjit::driver {
 
@@ -79,14 +80,11 @@ Result<void> set_max_dynamic_smem(const Function& f, int bytes);
 Result<void> launch(const Function& f, Dim3 grid, Dim3 block, int smem_bytes, Stream stream,
                     void** args);
 
-/// A CUtensorMap: 128 opaque bytes, 64-byte aligned (cuda.h).
-struct alignas(64) TensorMap4d {
-  uint64_t opaque[16];
-};
-/// Encodes a 4-D tiled TMA descriptor over 16-bit data (bf16 or f16): dims
-/// innermost first, the byte strides of dims 1..3 (multiples of 16), the box
-/// copied per instruction, 128-byte swizzle, out-of-range elements read as 0.
-Result<void> encode_tensor_map_4d(TensorMap4d* map, bool bf16, const void* base, const uint64_t dims[4],
+/// Encodes a 4-D tiled TMA descriptor (a CUtensorMap, in the kernels'
+/// TmaDescriptor) over 16-bit data (bf16 or f16): dims innermost first, the
+/// byte strides of dims 1..3 (multiples of 16), the box copied per
+/// instruction, 128-byte swizzle, out-of-range elements read as 0.
+Result<void> encode_tensor_map_4d(TmaDescriptor* map, bool bf16, const void* base, const uint64_t dims[4],
                                   const uint64_t strides_bytes[3], const unsigned box[4]);
 
 // --- memory, streams, events, graphs: used by the API, tests and the benchmark ---

@@ -16,15 +16,11 @@
 // must be positive (the row max is taken on unscaled scores).
 #pragma once
 
+#include "flashjit/fwd_common.cuh"
 #include "flashjit/params.cuh"
 #include "flashjit/ptx.cuh"
 
 namespace flashjit {
-
-/// log2(e): exp(x) = exp2(x * log2(e)); the kernel folds it into the scale.
-inline constexpr float kLog2e = 1.44269504088896340736f;
-/// ln(2): log(x) = log2(x) * ln(2), for the natural-log LSE.
-inline constexpr float kLn2 = 0.69314718055994530942f;
 
 /// Everything about the tiling that follows from the template parameters, in
 /// one place (shapes, fragment counts, shared-memory row strides).
@@ -118,9 +114,6 @@ struct FwdKernel {
   using AccO = float[kMTiles][kNTilesO][4];
   using RowStat = float[kMTiles][2];
 
-  static __device__ __forceinline__ float neg_inf() { return ptx::u32_as_f32(0xff800000u); }
-  static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
-  static __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
   // -------------------------------------------------------------------------
   // Global -> shared: a [kRows][D] tile, 16-byte cp.async chunks. Rows at or
@@ -420,13 +413,13 @@ struct FwdKernel {
         int limit = end_rel;
         if constexpr (kIsCausal) {
           const int diag = diag_rel + mt * 16 + half * 8;  // rows further down see more keys
-          limit = kIsEven ? diag : imin(limit, diag);     // kIsEven: every key < Sk exists
+          limit = kIsEven ? diag : fwd::imin(limit, diag);     // kIsEven: every key < Sk exists
         }
 #pragma unroll
         for (int j = 0; j < kNTilesS; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            if (j * 8 + e >= limit) acc_s[mt][j][2 * half + e] = neg_inf();
+            if (j * 8 + e >= limit) acc_s[mt][j][2 * half + e] = fwd::neg_inf();
           }
       }
   }
@@ -449,17 +442,11 @@ struct FwdKernel {
     return ptx::quad_max(mx);
   }
 
-  /// The row max in exp2 units; 0 for a row that has seen only masked keys, so
-  /// exp2(-inf - 0) = 0 instead of NaN.
-  static __device__ __forceinline__ float scaled_max(float mx, float scale_log2) {
-    return mx == neg_inf() ? 0.f : mx * scale_log2;
-  }
-
   /// Moves the row to a new reference max: O and the running sum scale by
   /// exp2(old - new). Returns the new max in exp2 units.
   static __device__ __forceinline__ float move_row_max(AccO& acc_o, RowStat& row_max, RowStat& row_sum,
                                                       int mt, int half, float new_max, float scale_log2) {
-    const float max_scaled = scaled_max(new_max, scale_log2);
+    const float max_scaled = fwd::scaled_max(new_max, scale_log2);
     const float correction = ptx::exp2_approx(row_max[mt][half] * scale_log2 - max_scaled);
     row_max[mt][half] = new_max;
     row_sum[mt][half] *= correction;
@@ -526,7 +513,7 @@ struct FwdKernel {
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        exponentiate_row(acc_s, row_sum, mt, half, scaled_max(row_max[mt][half], scale_log2), scale_log2);
+        exponentiate_row(acc_s, row_sum, mt, half, fwd::scaled_max(row_max[mt][half], scale_log2), scale_log2);
       }
   }
 
@@ -568,7 +555,7 @@ struct FwdKernel {
         const int row = m_block * kBlockM + warp_row + mt * 16 + half * 8 + g;
         if (params.lse != nullptr && t == 0 && (kIsEven || row < params.seqlen_q)) {
           const float lse =
-              sum > 0.f ? row_max[mt][half] * params.scale + ptx::log2_approx(sum) * kLn2 : neg_inf();
+              sum > 0.f ? row_max[mt][half] * params.scale + ptx::log2_approx(sum) * kLn2 : fwd::neg_inf();
           params.lse[b * params.lse_batch_stride + h * params.lse_head_stride + row] = lse;
         }
       }
@@ -617,35 +604,13 @@ struct FwdKernel {
 
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
-    // Causal: the last M blocks see the most keys; launch them first.
-    const int m_block = kIsCausal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-    const int h = blockIdx.y;
-    const int b = blockIdx.z;
-
+    const fwd::Block blk = fwd::locate_block<kBlockM, kBlockN, kIsCausal, kIsEven>(params);
+    const int m_block = blk.m_block, h = blk.h, b = blk.b;
     const int seqlen_q = params.seqlen_q;
-    // kIsEven promises no per-batch key lengths (the host only passes
-    // seqlens_k to padded specializations).
-    const int seqlen_k =
-        (!kIsEven && params.seqlens_k != nullptr) ? params.seqlens_k[b] : params.seqlen_k;
-    // Bottom-right causal alignment: query i sees keys j <= i + causal_offset.
-    const int causal_offset = seqlen_k - seqlen_q;
-
-    // K tiles [0, n_tiles) hold at least one visible key for this M block.
-    int n_tiles = (seqlen_k + kBlockN - 1) / kBlockN;
-    if constexpr (kIsCausal) {
-      const int last_row = imin((m_block + 1) * kBlockM, seqlen_q) - 1;
-      const int keys_end = imax(0, imin(seqlen_k, last_row + causal_offset + 1));
-      n_tiles = imin(n_tiles, (keys_end + kBlockN - 1) / kBlockN);
-    }
-    // Tiles from n_mask_begin on need the mask: the last (partial) tile when
-    // padded, and every tile that reaches past the first row's diagonal.
-    int n_mask_begin = n_tiles;
-    if constexpr (!kIsEven) n_mask_begin = seqlen_k / kBlockN;
-    if constexpr (kIsCausal) {
-      // First key invisible to the block's first row is m_block*kBlockM + causal_offset + 1.
-      const int first_hidden = m_block * kBlockM + causal_offset + 1;
-      n_mask_begin = imin(n_mask_begin, imax(0, first_hidden) / kBlockN);
-    }
+    const int seqlen_k = blk.seqlen_k;
+    const int causal_offset = blk.causal_offset;
+    const int n_tiles = blk.n_tiles;
+    const int n_mask_begin = blk.n_mask_begin;
 
     const Element* q = static_cast<const Element*>(params.q) + b * params.q_batch_stride +
                        h * params.q_head_stride;
@@ -676,7 +641,7 @@ struct FwdKernel {
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        row_max[mt][half] = neg_inf();
+        row_max[mt][half] = fwd::neg_inf();
         row_sum[mt][half] = 0.f;
       }
 

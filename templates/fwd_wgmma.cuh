@@ -25,57 +25,12 @@
 // tensor maps are described in params.cuh. The softmax scale must be positive.
 #pragma once
 
+#include "flashjit/fwd_common.cuh"
 #include "flashjit/hopper_ptx.cuh"
 #include "flashjit/params.cuh"
 #include "flashjit/ptx.cuh"
 
 namespace flashjit {
-
-/// log2(e) and ln(2): the kernel works in base 2 (exp2) and reports natural logs.
-inline constexpr float kWgLog2e = 1.44269504088896340736f;
-inline constexpr float kWgLn2 = 0.69314718055994530942f;
-
-/// wgmma of one N, picked at compile time (only the N the kernels use exist).
-template <int N>
-struct Wgmma;
-
-template <>
-struct Wgmma<64> {
-  template <class Element>
-  static __device__ __forceinline__ void ss(float (&d)[32], unsigned long long a, unsigned long long b,
-                                            bool accumulate) {
-    ptx::wgmma_ss_n64(d, a, b, accumulate, Element{});
-  }
-  template <class Element>
-  static __device__ __forceinline__ void rs_tb(float (&d)[32], const unsigned (&a)[4], unsigned long long b,
-                                               bool accumulate) {
-    ptx::wgmma_rs_n64_tb(d, a, b, accumulate, Element{});
-  }
-};
-
-template <>
-struct Wgmma<128> {
-  template <class Element>
-  static __device__ __forceinline__ void ss(float (&d)[64], unsigned long long a, unsigned long long b,
-                                            bool accumulate) {
-    ptx::wgmma_ss_n128(d, a, b, accumulate, Element{});
-  }
-  template <class Element>
-  static __device__ __forceinline__ void rs_tb(float (&d)[64], const unsigned (&a)[4], unsigned long long b,
-                                               bool accumulate) {
-    ptx::wgmma_rs_n128_tb(d, a, b, accumulate, Element{});
-  }
-};
-
-/// N = 192: S over 192 keys (no register-A form is needed: N of P V is D).
-template <>
-struct Wgmma<192> {
-  template <class Element>
-  static __device__ __forceinline__ void ss(float (&d)[96], unsigned long long a, unsigned long long b,
-                                            bool accumulate) {
-    ptx::wgmma_ss_n192(d, a, b, accumulate, Element{});
-  }
-};
 
 template <class Element, int kHeadDim, int kBlockM, int kBlockN, int kStages, bool kIsCausal, bool kIsEven,
           int kSmemBytes>
@@ -135,43 +90,7 @@ struct FwdWgmmaKernel {
   static constexpr int kORegs = kHeadDim / 2;  // O: 64 x D f32
   static constexpr int kPRegs = kBlockN / 4;   // P: 64 x kBlockN packed 16-bit pairs
 
-  static __device__ __forceinline__ float neg_inf() { return ptx::u32_as_f32(0xff800000u); }
-  static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
-  static __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
-
-  /// The problem coordinates of this CTA.
-  struct Block {
-    int m_block, h, b;
-    int seqlen_k;       // this batch entry's key length
-    int causal_offset;  // query i sees keys j <= i + causal_offset
-    int n_tiles;        // K/V tiles [0, n_tiles) hold a visible key for this block
-    int n_mask_begin;   // tiles from here on need the mask
-  };
-
-  static __device__ __forceinline__ Block locate(const FwdParams& params) {
-    Block blk;
-    // Causal: the last M blocks see the most keys; launch them first.
-    blk.m_block = kIsCausal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-    blk.h = blockIdx.y;
-    blk.b = blockIdx.z;
-    // kIsEven promises no per-batch key lengths (the host passes seqlens_k to
-    // padded specializations only).
-    blk.seqlen_k = (!kIsEven && params.seqlens_k != nullptr) ? params.seqlens_k[blk.b] : params.seqlen_k;
-    blk.causal_offset = blk.seqlen_k - params.seqlen_q;
-    blk.n_tiles = (blk.seqlen_k + kBlockN - 1) / kBlockN;
-    if constexpr (kIsCausal) {
-      const int last_row = imin((blk.m_block + 1) * kBlockM, params.seqlen_q) - 1;
-      const int keys_end = imax(0, imin(blk.seqlen_k, last_row + blk.causal_offset + 1));
-      blk.n_tiles = imin(blk.n_tiles, (keys_end + kBlockN - 1) / kBlockN);
-    }
-    blk.n_mask_begin = blk.n_tiles;
-    if constexpr (!kIsEven) blk.n_mask_begin = blk.seqlen_k / kBlockN;
-    if constexpr (kIsCausal) {
-      const int first_hidden = blk.m_block * kBlockM + blk.causal_offset + 1;
-      blk.n_mask_begin = imin(blk.n_mask_begin, imax(0, first_hidden) / kBlockN);
-    }
-    return blk;
-  }
+  using Block = fwd::Block;
 
   // -------------------------------------------------------------------------
   // Producer: one thread, TMA only.
@@ -227,7 +146,7 @@ struct FwdWgmmaKernel {
           ptx::smem_desc_sw128(q_addr + (kk / kStepsPerBox) * kQBoxBytes + off, 16, kSwizzleAtomBytes);
       const unsigned long long b =
           ptx::smem_desc_sw128(k_addr + (kk / kStepsPerBox) * kKVBoxBytes + off, 16, kSwizzleAtomBytes);
-      Wgmma<kBlockN>::template ss<Element>(acc_s, a, b, kk > 0);
+      ptx::wgmma_ss(acc_s, a, b, kk > 0, Element{});
     }
     ptx::wgmma_commit();
   }
@@ -241,7 +160,7 @@ struct FwdWgmmaKernel {
       const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
       const unsigned long long b =
           ptx::smem_desc_sw128(v_addr + kk * kKStep * kRowBytes, kKVBoxBytes, kSwizzleAtomBytes);
-      Wgmma<kHeadDim>::template rs_tb<Element>(acc_o, a, b, true);
+      ptx::wgmma_rs_tb(acc_o, a, b, true, Element{});
     }
     ptx::wgmma_commit();
   }
@@ -260,14 +179,8 @@ struct FwdWgmmaKernel {
       for (int half = 0; half < 2; ++half)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          if (j * 8 + e >= limit[half]) acc_s[4 * j + 2 * half + e] = neg_inf();
+          if (j * 8 + e >= limit[half]) acc_s[4 * j + 2 * half + e] = fwd::neg_inf();
         }
-  }
-
-  /// The row max in exp2 units; 0 for a row that has seen only masked keys, so
-  /// exp2(-inf - 0) = 0 instead of NaN.
-  static __device__ __forceinline__ float scaled_max(float mx, float scale_log2) {
-    return mx == neg_inf() ? 0.f : mx * scale_log2;
   }
 
   /// New running max per row (quad-reduced) and S -> P = exp2(S * scale_log2 -
@@ -283,7 +196,7 @@ struct FwdWgmmaKernel {
         mx = ptx::fmax(mx, ptx::fmax(acc_s[4 * j + 2 * half], acc_s[4 * j + 2 * half + 1]));
       }
       new_max[half] = ptx::quad_max(mx);
-      const float max_scaled = scaled_max(new_max[half], scale_log2);
+      const float max_scaled = fwd::scaled_max(new_max[half], scale_log2);
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j)
@@ -307,7 +220,7 @@ struct FwdWgmmaKernel {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const float correction =
-          ptx::exp2_approx(row_max[half] * scale_log2 - scaled_max(new_max[half], scale_log2));
+          ptx::exp2_approx(row_max[half] * scale_log2 - fwd::scaled_max(new_max[half], scale_log2));
       row_max[half] = new_max[half];
       row_sum[half] = row_sum[half] * correction + tile_sum[half];
 #pragma unroll
@@ -354,7 +267,7 @@ struct FwdWgmmaKernel {
     float acc_o[kORegs];
 #pragma unroll
     for (int i = 0; i < kORegs; ++i) acc_o[i] = 0.f;
-    float row_max[2] = {neg_inf(), neg_inf()};
+    float row_max[2] = {fwd::neg_inf(), fwd::neg_inf()};
     float row_sum[2] = {0.f, 0.f};
     // Rows g and g + 8 of this warp, and their first invisible key (causal).
     const int row0 = blk.m_block * kBlockM + c * kWgmmaM + warp * 16 + g;
@@ -371,7 +284,7 @@ struct FwdWgmmaKernel {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           int lim = kIsEven ? kBlockN : blk.seqlen_k - key0;
-          if constexpr (kIsCausal) lim = imin(lim, row0 + 8 * half + blk.causal_offset + 1 - key0);
+          if constexpr (kIsCausal) lim = fwd::imin(lim, row0 + 8 * half + blk.causal_offset + 1 - key0);
           limit[half] = lim;
         }
         apply_mask(acc_s, limit);
@@ -446,7 +359,7 @@ struct FwdWgmmaKernel {
       }
       const int row = row0 + 8 * half;
       if (params.lse != nullptr && t == 0 && row < params.seqlen_q) {
-        const float lse = sum > 0.f ? row_max[half] * params.scale + ptx::log2_approx(sum) * kWgLn2 : neg_inf();
+        const float lse = sum > 0.f ? row_max[half] * params.scale + ptx::log2_approx(sum) * kLn2 : fwd::neg_inf();
         params.lse[blk.b * params.lse_batch_stride + blk.h * params.lse_head_stride + row] = lse;
       }
     }
@@ -488,7 +401,7 @@ struct FwdWgmmaKernel {
     const unsigned aligned = (base + kAlignSlack - 1) & ~unsigned(kAlignSlack - 1);
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw + (aligned - base));
 
-    const Block blk = locate(tp.p);
+    const Block blk = fwd::locate_block<kBlockM, kBlockN, kIsCausal, kIsEven>(tp.p);
     const int warpgroup = threadIdx.x / kWarpgroupThreads;
     if (threadIdx.x == 0) {
       ptx::prefetch_tensor_map(&tp.tma_q);

@@ -154,12 +154,14 @@ __device__ __forceinline__ unsigned long long smem_desc_sw128(unsigned smem_addr
 }
 
 // The products. Inline PTX takes no arrays, so every accumulator register is
-// an operand of its own; the element type is picked by overload (an unused tag
-// argument). _ss: both operands in shared memory, K-major. _rs_..._tb: A from
-// registers, B in shared memory MN-major (transposed by the tensor core).
+// an operand of its own. Overloads pick the instruction: N from the size of
+// the accumulator array (N / 2 floats per thread), the element type from an
+// unused tag argument. wgmma_ss: both operands in shared memory, K-major.
+// wgmma_rs_tb: A from registers, B in shared memory MN-major (transposed by
+// the tensor core).
 
 /// D[64 x 64] (+)= A[64 x 16] B[16 x 64], A and B in shared memory (bf16).
-__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long desc_a,
+__device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long desc_a,
                                               unsigned long long desc_b, bool accumulate, bf16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -173,7 +175,7 @@ __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long 
 
 /// D[64 x 64] (+)= A[64 x 16] B[16 x 64], A in registers, B in shared memory
 /// stored MN-major (transposed: 64 contiguous columns per row) (bf16).
-__device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const unsigned (&a)[4],
+__device__ __forceinline__ void wgmma_rs_tb(float (&d)[32], const unsigned (&a)[4],
                                                  unsigned long long desc_b, bool accumulate, bf16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
@@ -186,7 +188,7 @@ __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const unsigned (
 }
 
 /// D[64 x 64] (+)= A[64 x 16] B[16 x 64], A and B in shared memory (f16).
-__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long desc_a,
+__device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long desc_a,
                                               unsigned long long desc_b, bool accumulate, f16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -200,7 +202,7 @@ __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], unsigned long long 
 
 /// D[64 x 64] (+)= A[64 x 16] B[16 x 64], A in registers, B in shared memory
 /// stored MN-major (transposed: 64 contiguous columns per row) (f16).
-__device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const unsigned (&a)[4],
+__device__ __forceinline__ void wgmma_rs_tb(float (&d)[32], const unsigned (&a)[4],
                                                  unsigned long long desc_b, bool accumulate, f16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
@@ -213,7 +215,7 @@ __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], const unsigned (
 }
 
 /// D[64 x 128] (+)= A[64 x 16] B[16 x 128], A and B in shared memory (bf16).
-__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], unsigned long long desc_a,
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long desc_a,
                                               unsigned long long desc_b, bool accumulate, bf16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -231,7 +233,7 @@ __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], unsigned long long
 
 /// D[64 x 128] (+)= A[64 x 16] B[16 x 128], A in registers, B in shared memory
 /// stored MN-major (transposed: 128 contiguous columns per row) (bf16).
-__device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const unsigned (&a)[4],
+__device__ __forceinline__ void wgmma_rs_tb(float (&d)[64], const unsigned (&a)[4],
                                                  unsigned long long desc_b, bool accumulate, bf16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -248,7 +250,7 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const unsigned 
 }
 
 /// D[64 x 128] (+)= A[64 x 16] B[16 x 128], A and B in shared memory (f16).
-__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], unsigned long long desc_a,
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long desc_a,
                                               unsigned long long desc_b, bool accumulate, f16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -266,7 +268,7 @@ __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], unsigned long long
 
 /// D[64 x 128] (+)= A[64 x 16] B[16 x 128], A in registers, B in shared memory
 /// stored MN-major (transposed: 128 contiguous columns per row) (f16).
-__device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const unsigned (&a)[4],
+__device__ __forceinline__ void wgmma_rs_tb(float (&d)[64], const unsigned (&a)[4],
                                                  unsigned long long desc_b, bool accumulate, f16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -283,7 +285,7 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], const unsigned 
 }
 
 /// D[64 x 192] (+)= A[64 x 16] B[16 x 192], A and B in shared memory (bf16).
-__device__ __forceinline__ void wgmma_ss_n192(float (&d)[96], unsigned long long desc_a,
+__device__ __forceinline__ void wgmma_ss(float (&d)[96], unsigned long long desc_a,
                                               unsigned long long desc_b, bool accumulate, bf16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
@@ -304,7 +306,7 @@ __device__ __forceinline__ void wgmma_ss_n192(float (&d)[96], unsigned long long
 }
 
 /// D[64 x 192] (+)= A[64 x 16] B[16 x 192], A and B in shared memory (f16).
-__device__ __forceinline__ void wgmma_ss_n192(float (&d)[96], unsigned long long desc_a,
+__device__ __forceinline__ void wgmma_ss(float (&d)[96], unsigned long long desc_a,
                                               unsigned long long desc_b, bool accumulate, f16_t) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"

@@ -60,6 +60,7 @@ TEST_CASE("templates are embedded and hashed", "[codegen]") {
   CHECK(has("flashjit/bwd_mma.cuh"));
   CHECK(has("flashjit/fwd_wgmma.cuh"));
   CHECK(has("flashjit/hopper_ptx.cuh"));
+  CHECK(has("flashjit/fwd_common.cuh"));
   CHECK(templates_hash() != 0);
   CHECK(template_headers().size() == t.size());
   for (const auto& e : t) {
