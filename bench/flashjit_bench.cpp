@@ -796,18 +796,22 @@ json Bench::run_row(const RowSpec& r, int index) {
   layout.backward = r.backward();
   size_t ws_bytes = 0;
   if (r.backward()) ws_bytes = must(ctx_->backward_workspace_size(p, o_.deterministic), "backward_workspace_size");
+  // What the forward takes from the Context's stream-ordered pool per call (V^T on the TF32 Hopper path).
+  const size_t scratch_bytes = must(ctx_->forward_scratch_size(p), "forward_scratch_size");
   const size_t set_bytes = layout.bytes();
   const double footprint_target = o_.rotate_l2_factor * double(dev_.l2_bytes);
   int nsets = std::clamp(int(std::ceil(footprint_target / double(set_bytes))), 1, std::max(1, o_.max_sets));
   const auto [free_b, total_b] = must(driver::mem_info(), "mem_info");
   (void)total_b;
   const double usable = 0.9 * double(free_b);
-  if (double(set_bytes + ws_bytes) > usable)
+  const size_t extra_bytes = ws_bytes + scratch_bytes;
+  if (double(set_bytes + extra_bytes) > usable)
     throw RowError(fmt::format("out of memory: one set needs {:.0f} MiB, {:.0f} MiB free",
-                               double(set_bytes + ws_bytes) / kMiB, double(free_b) / kMiB));
-  nsets = std::min<int>(nsets, int((usable - double(ws_bytes)) / double(set_bytes)));
-  row["peak_mb"] = double(set_bytes + ws_bytes) / kMiB;
+                               double(set_bytes + extra_bytes) / kMiB, double(free_b) / kMiB));
+  nsets = std::min<int>(nsets, int((usable - double(extra_bytes)) / double(set_bytes)));
+  row["peak_mb"] = double(set_bytes + extra_bytes) / kMiB;
   row["workspace_mb"] = double(ws_bytes) / kMiB;
+  row["scratch_mb"] = double(scratch_bytes) / kMiB;
   row["rotate_sets"] = nsets;
   row["alloc_mb"] = double(set_bytes * nsets + ws_bytes) / kMiB;
 
@@ -1135,8 +1139,9 @@ json config_json(const Options& o, const std::vector<RowSpec>& rows, const std::
       {"warm_compile_s", "a fresh Context on the same (now filled) cache_dir requesting the same specs: disk "
                          "hit + module load, as in a new process after flashjit-warmup"},
       {"peak_mb", "MiB of device memory one call needs, allocated by the benchmark: q, k, v, o (+ lse, dout, "
-                  "dq, dk, dv and the backward workspace for fwd_bwd). The rotation copies are not in it: "
-                  "alloc_mb has the row's total."},
+                  "dq, dk, dv and the backward workspace for fwd_bwd), plus scratch_mb, what the forward "
+                  "takes from flashjit's stream-ordered pool per call (V^T for f32 on the Hopper kernel). "
+                  "The rotation copies are not in it: alloc_mb has the row's total."},
       {"errors", fmt::format(
                      "against a float64 CPU reference on the same (rounded) inputs; rel_err = "
                      "||out-ref||/||ref||, max over o, dq, dk, dv; max_abs_err over all. err_scope: 'full' = "

@@ -46,11 +46,14 @@ std::string common_prelude(const KernelSpec& spec) {
 }
 
 // The Hopper forward: a __grid_constant__ parameter block, because the TMA
-// unit reads the tensor maps from kernel parameter space.
+// unit reads the tensor maps from kernel parameter space. f32 (TF32) adds
+// the V^T kernel the host runs first.
 std::string forward_wgmma_source(const KernelSpec& spec) {
+  const bool tf32 = spec.dtype == DType::kF32;
   return fmt::format(
       "// flashjit generated source: {spec}\n"
       "#include \"flashjit/fwd_wgmma.cuh\"\n"
+      "{vt_include}"
       "namespace flashjit_generated {{\n"
       "{prelude}"
       "using Kernel = flashjit::FwdWgmmaKernel<Element, kHeadDim, kBlockM, kBlockN, kStages, kIsCausal,\n"
@@ -60,8 +63,16 @@ std::string forward_wgmma_source(const KernelSpec& spec) {
       "                                               flashjit_generated::Kernel::kMinBlocksPerSM)\n"
       "flashjit_fwd(const __grid_constant__ flashjit::FwdTmaParams params) {{\n"
       "  flashjit_generated::Kernel::run(params);\n"
-      "}}\n",
-      fmt::arg("spec", spec.to_string()), fmt::arg("prelude", common_prelude(spec)));
+      "}}\n"
+      "{vt_entry}",
+      fmt::arg("spec", spec.to_string()), fmt::arg("prelude", common_prelude(spec)),
+      fmt::arg("vt_include", tf32 ? "#include \"flashjit/v_transpose.cuh\"\n" : ""),
+      fmt::arg("vt_entry",
+               tf32 ? "extern \"C\" __global__ void __launch_bounds__(256)\n"
+                      "flashjit_fwd_vt(const flashjit::VtParams params) {\n"
+                      "  flashjit::VTransposeKernel<flashjit_generated::kHeadDim>::run(params);\n"
+                      "}\n"
+                    : ""));
 }
 
 std::string forward_source(const KernelSpec& spec) {
@@ -119,7 +130,10 @@ std::string generate_source(const KernelSpec& spec) {
 }
 
 std::vector<std::string> kernel_names(const KernelSpec& spec) {
-  if (spec.direction == Direction::kFwd) return {"flashjit_fwd"};
+  if (spec.direction == Direction::kFwd) {
+    if (spec.tile.wgmma && spec.dtype == DType::kF32) return {"flashjit_fwd", "flashjit_fwd_vt"};
+    return {"flashjit_fwd"};
+  }
   return {"flashjit_bwd_main", "flashjit_bwd_preprocess", "flashjit_bwd_dq",
           "flashjit_bwd_postprocess"};
 }

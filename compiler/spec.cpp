@@ -228,8 +228,9 @@ Result<void> KernelSpec::validate() const {
 }
 
 bool wgmma_supported(const KernelSpec& spec) {
-  return spec.direction == Direction::kFwd && spec.dtype != DType::kF32 &&
-         (spec.head_dim == 64 || spec.head_dim == 128);
+  // f32 through TF32 wgmma; exact f32 (3xTF32) stays on mma.sync.
+  const bool math_ok = spec.dtype != DType::kF32 || spec.precision == Precision::kTF32;
+  return spec.direction == Direction::kFwd && math_ok && (spec.head_dim == 64 || spec.head_dim == 128);
 }
 
 KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma) {

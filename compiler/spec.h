@@ -106,7 +106,8 @@ std::optional<Arch> parse_arch(std::string_view s);
 /// the benchmark driver and the parametrized tests.
 std::vector<KernelSpec> seed_grid_specs(Arch arch);
 /// True if the Hopper kernel (templates/fwd_wgmma.cuh) serves this spec's
-/// direction, dtype and head_dim: the forward of bf16/f16 at head_dim 64, 128.
+/// direction, dtype and head_dim: the forward of bf16/f16 and of f32 with TF32
+/// math at head_dim 64, 128.
 bool wgmma_supported(const KernelSpec& spec);
 /// The spec the runtime launches for `spec` on its GPU, tile from the policy.
 /// On sm90/sm90a: the Hopper kernel (arch sm90a) where wgmma_supported and

@@ -37,7 +37,16 @@ TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   //  - D = 64: 192 keys per tile, three stages (160 KiB): fewer, longer steps
   //    hide the softmax better (s8192 465 vs 447-452 TFLOP/s, s3000 421 vs
   //    392-397, causal s8192 436 vs 412-418).
-  TileConfig t = spec.head_dim <= 64 ? TileConfig{128, 192, 12, 3} : TileConfig{128, 128, 12, 2};
+  // f32 (TF32): every tile takes twice the bytes and the wgmma runs at half
+  // the 16-bit rate, so the softmax hides more easily behind fewer keys:
+  //  - D = 128: 64 keys, two stages (194 KiB; 128 keys would need 258 KiB).
+  //  - D = 64: 128 keys, two stages (162 KiB).
+  TileConfig t;
+  if (spec.dtype == DType::kF32) {
+    t = spec.head_dim <= 64 ? TileConfig{128, 128, 12, 2} : TileConfig{128, 64, 12, 2};
+  } else {
+    t = spec.head_dim <= 64 ? TileConfig{128, 192, 12, 3} : TileConfig{128, 128, 12, 2};
+  }
   t.wgmma = true;
   return t;
 }
@@ -64,7 +73,8 @@ Result<void> validate_wgmma_tile(const KernelSpec& spec) {
     return bad(fmt::format("the wgmma kernel (_wg) needs arch sm90a; got {}", to_string(spec.arch)));
   }
   if (!wgmma_supported(spec)) {
-    return bad("the wgmma kernel (_wg) serves the forward of bf16/f16 at head_dim 64 or 128 only");
+    return bad("the wgmma kernel (_wg) serves the forward of bf16/f16 and f32 with TF32 math (not ieee) at "
+               "head_dim 64 or 128 only");
   }
   if (t.block_m != 128) return bad(fmt::format("_wg needs block_m 128 (two 64-row consumers); got {}", t.block_m));
   if (t.block_n != 64 && t.block_n != 128 && t.block_n != 192) {

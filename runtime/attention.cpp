@@ -174,11 +174,27 @@ struct Context::Impl {
   bool have_device = false;
   Error device_error;
   std::unique_ptr<Jit> jit;
+  // Stream-ordered pool for per-call scratch (V^T of the TF32 Hopper
+  // forward), created on first use.
+  std::mutex pool_mutex;
+  driver::MemPool pool = nullptr;
+
+  ~Impl() { driver::mem_pool_destroy(pool); }
 
   // Makes the device's context current on this thread.
   Result<void> device_ready() {
     if (!have_device) return device_error;
     return driver::init(options.device);
+  }
+
+  Result<driver::MemPool> scratch_pool() {
+    std::lock_guard<std::mutex> lock(pool_mutex);
+    if (pool == nullptr) {
+      auto created = driver::mem_pool_create(options.device);
+      if (!created) return created.error();
+      pool = *created;
+    }
+    return pool;
   }
 };
 
@@ -259,8 +275,14 @@ Result<void> validate_inputs(const TensorView& q, const TensorView& k, const Ten
   return validate_tensor("v", v, p, p.seqlen_k);
 }
 
+driver::TmaElement tma_element(DType d) {
+  return d == DType::kBF16 ? driver::TmaElement::kBF16
+         : d == DType::kF16 ? driver::TmaElement::kF16
+                            : driver::TmaElement::kF32;
+}
+
 // One TMA descriptor: the tensor as (D, S, H, B), innermost first, with the
-// view's strides, and a box of 64 columns (128 bytes) x `box_rows`.
+// view's strides, and a box of 128 bytes of columns x `box_rows`.
 Result<void> encode_map(const TensorView& t, const Problem& p, int seq, unsigned box_rows,
                         TmaDescriptor* out) {
   const uint64_t es = dtype_size(p.dtype);
@@ -274,20 +296,50 @@ Result<void> encode_map(const TensorView& t, const Problem& p, int seq, unsigned
   for (int i = 0; i < 3; ++i) {
     if (dims[i + 1] == 1 && strides[i] == 0) strides[i] = (span + 15) / 16 * 16;
   }
-  constexpr unsigned kBoxCols = 64;  // 128 bytes: the 128-byte swizzle's row
-  const unsigned box[4] = {kBoxCols, box_rows, 1, 1};
-  return driver::encode_tensor_map_4d(out, p.dtype == DType::kBF16, t.data, dims, strides, box);
+  const unsigned box_cols = unsigned(128 / es);  // 128 bytes: the 128-byte swizzle's row
+  const unsigned box[4] = {box_cols, box_rows, 1, 1};
+  return driver::encode_tensor_map_4d(out, tma_element(p.dtype), t.data, dims, strides, box);
 }
 
-// The four tensor maps of the Hopper forward (templates/fwd_wgmma.cuh).
-Result<void> encode_forward_maps(const ForwardArgs& a, const Problem& n, const KernelSpec& spec,
+// V^T of the TF32 Hopper forward (templates/v_transpose.cuh): [B, H, D,
+// padded_k] f32, keys padded to the 32-key boxes the kernel loads.
+constexpr int kVtKeyBox = 32;
+int vt_padded_keys(const Problem& n) { return (n.seqlen_k + kVtKeyBox - 1) / kVtKeyBox * kVtKeyBox; }
+size_t vt_bytes(const Problem& n) {
+  return size_t(n.batch) * n.heads * n.head_dim * vt_padded_keys(n) * sizeof(float);
+}
+
+Result<void> encode_vt_map(const void* vt, const Problem& n, TmaDescriptor* out) {
+  const uint64_t keys = uint64_t(vt_padded_keys(n)), d = uint64_t(n.head_dim);
+  const uint64_t dims[4] = {keys, d, uint64_t(n.heads), uint64_t(n.batch)};
+  const uint64_t strides[3] = {keys * 4, keys * d * 4, keys * d * n.heads * 4};
+  const unsigned box[4] = {unsigned(kVtKeyBox), unsigned(d), 1, 1};
+  return driver::encode_tensor_map_4d(out, driver::TmaElement::kF32, vt, dims, strides, box);
+}
+
+// The tensor maps of the Hopper forward (templates/fwd_wgmma.cuh); `vt` is
+// V^T for f32, else null (v is read as it is).
+Result<void> encode_forward_maps(const ForwardArgs& a, const Problem& n, const KernelSpec& spec, const void* vt,
                                  FwdTmaParams* out) {
   constexpr unsigned kConsumerRows = 64;  // the O box: one consumer warpgroup's rows
   if (auto r = encode_map(a.q, n, n.seqlen_q, spec.tile.block_m, &out->tma_q); !r) return r;
   if (auto r = encode_map(a.k, n, n.seqlen_k, spec.tile.block_n, &out->tma_k); !r) return r;
-  if (auto r = encode_map(a.v, n, n.seqlen_k, spec.tile.block_n, &out->tma_v); !r) return r;
+  if (vt != nullptr) {
+    if (auto r = encode_vt_map(vt, n, &out->tma_v); !r) return r;
+  } else {
+    if (auto r = encode_map(a.v, n, n.seqlen_k, spec.tile.block_n, &out->tma_v); !r) return r;
+  }
   return encode_map(a.o, n, n.seqlen_q, kConsumerRows, &out->tma_o);
 }
+
+// Frees stream-ordered scratch when the launch path leaves, on every path.
+struct ScratchGuard {
+  driver::DevicePtr ptr = 0;
+  driver::Stream stream = nullptr;
+  ~ScratchGuard() {
+    if (ptr != 0) (void)driver::mem_free_async(ptr, stream);
+  }
+};
 
 }  // namespace
 
@@ -331,13 +383,28 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
 
   const Problem n = normalized(p);
   FwdTmaParams tma_params{};
+  ScratchGuard vt{0, a.stream};
   if (spec->tile.wgmma) {
-    if (auto r = encode_forward_maps(a, n, *spec, &tma_params); !r) {
+    // f32 (TF32) reads V^T from stream-ordered scratch, written just before.
+    // Batch/head/key counts keep its grid within limits: validate_problem.
+    Result<void> ready{};
+    if (spec->dtype == DType::kF32) {
+      auto pool = impl_->scratch_pool();
+      if (!pool) ready = pool.error();
+      else {
+        auto ptr = driver::mem_alloc_async(vt_bytes(n), *pool, a.stream);
+        if (!ptr) return make_error(ptr.error().status, fmt::format("{}: V^T scratch: {}", spec->to_string(),
+                                                                    ptr.error().message));
+        vt.ptr = *ptr;
+      }
+    }
+    if (ready) ready = encode_forward_maps(a, n, *spec, reinterpret_cast<const void*>(vt.ptr), &tma_params);
+    if (!ready) {
       // The TMA cannot describe these tensors (or the driver is too old):
       // the mma.sync kernel serves every layout the validation accepts.
       if (impl_->options.on_warning) {
         impl_->options.on_warning(fmt::format("{}: {}; using the mma.sync kernel", spec->to_string(),
-                                              r.error().message));
+                                              ready.error().message));
       }
       spec = make_spec(p, Direction::kFwd, false, impl_->arch, false);
       if (!spec) return spec.error();
@@ -365,12 +432,38 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   driver::Dim3 grid{unsigned((n.seqlen_q + t.block_m - 1) / t.block_m), unsigned(n.heads),
                     unsigned(n.batch)};
   driver::Dim3 block{unsigned(threads_per_block(*spec)), 1, 1};
+  if (spec->tile.wgmma && spec->dtype == DType::kF32) {
+    VtParams vp{};
+    vp.v = static_cast<const float*>(a.v.data);
+    vp.vt = reinterpret_cast<float*>(vt.ptr);
+    vp.v_batch_stride = params.v_batch_stride;
+    vp.v_row_stride = params.v_row_stride;
+    vp.v_head_stride = params.v_head_stride;
+    vp.heads = n.heads;
+    vp.seqlen_k = n.seqlen_k;
+    vp.padded_k = vt_padded_keys(n);
+    void* vt_args[] = {&vp};
+    const driver::Dim3 vt_grid{unsigned(vp.padded_k / kVtKeyBox * (n.head_dim / kVtKeyBox)), unsigned(n.heads),
+                               unsigned(n.batch)};
+    if (auto r = driver::launch((*mod)->functions.at(1), vt_grid, driver::Dim3{32, 8, 1}, 0, a.stream, vt_args);
+        !r) {
+      return make_error(r.error().status, fmt::format("launching the V^T kernel of {}: {}", spec->to_string(),
+                                                      r.error().message));
+    }
+  }
   tma_params.p = params;
   void* args[] = {spec->tile.wgmma ? static_cast<void*>(&tma_params) : static_cast<void*>(&params)};
   if (auto r = driver::launch((*mod)->functions.front(), grid, block, (*mod)->smem_bytes, a.stream, args); !r) {
     return make_error(r.error().status, fmt::format("launching {}: {}", spec->to_string(), r.error().message));
   }
   return info;
+}
+
+Result<size_t> Context::forward_scratch_size(const Problem& problem) {
+  auto spec = spec_for(problem, Direction::kFwd);
+  if (!spec) return spec.error();
+  if (!spec->tile.wgmma || spec->dtype != DType::kF32) return size_t(0);
+  return vt_bytes(normalized(problem));
 }
 
 Result<size_t> Context::backward_workspace_size(const Problem& problem, bool deterministic) {

@@ -404,6 +404,23 @@ flashjit_status flashjit_backward_workspace_size(flashjit_context* ctx,
   });
 }
 
+flashjit_status flashjit_forward_scratch_size(flashjit_context* ctx, const flashjit_problem* problem,
+                                              size_t* out) {
+  const char* const fn = __func__;
+  return guarded(fn, [&]() -> flashjit_status {
+    if (ctx == nullptr) return null_pointer(fn, "ctx");
+    if (problem == nullptr) return null_pointer(fn, "problem");
+    if (out == nullptr) return null_pointer(fn, "out");
+    *out = 0;
+    auto p = to_problem(*problem);
+    if (!p) return fail(p.error());
+    auto r = ctx->impl->forward_scratch_size(*p);
+    if (!r) return fail(r.error());
+    *out = *r;
+    return FLASHJIT_SUCCESS;
+  });
+}
+
 flashjit_status flashjit_spec_for(flashjit_context* ctx, const flashjit_problem* problem, int backward,
                                   int deterministic, char* spec, size_t spec_len) {
   const char* const fn = __func__;

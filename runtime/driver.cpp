@@ -108,6 +108,12 @@ struct Api {
   CUresult (*GraphExecDestroy)(CUgraphExec) = nullptr;
   CUresult (*GraphDestroy)(CUgraph) = nullptr;
   // CUDA 12.0+; optional (null on older drivers, which then lack the Hopper path).
+  // CUDA 11.2+; optional (the TF32 Hopper forward needs them for V^T scratch).
+  CUresult (*MemPoolCreate)(void** pool, const void* props) = nullptr;
+  CUresult (*MemPoolDestroy)(void* pool) = nullptr;
+  CUresult (*MemPoolSetAttribute)(void* pool, int attribute, void* value) = nullptr;
+  CUresult (*MemAllocFromPoolAsync)(CUdeviceptr*, size_t, void* pool, CUstream) = nullptr;
+  CUresult (*MemFreeAsync)(CUdeviceptr, CUstream) = nullptr;
   CUresult (*TensorMapEncodeTiled)(void* map, int data_type, unsigned rank, void* address,
                                    const uint64_t* dims, const uint64_t* strides, const unsigned* box,
                                    const unsigned* element_strides, int interleave, int swizzle,
@@ -197,6 +203,11 @@ void resolve_all(Resolver& resolve, Api& api) {
   resolve(api.GraphExecDestroy, "cuGraphExecDestroy");
   resolve(api.GraphDestroy, "cuGraphDestroy");
   resolve.optional(api.TensorMapEncodeTiled, "cuTensorMapEncodeTiled");
+  resolve.optional(api.MemPoolCreate, "cuMemPoolCreate");
+  resolve.optional(api.MemPoolDestroy, "cuMemPoolDestroy");
+  resolve.optional(api.MemPoolSetAttribute, "cuMemPoolSetAttribute");
+  resolve.optional(api.MemAllocFromPoolAsync, "cuMemAllocFromPoolAsync");
+  resolve.optional(api.MemFreeAsync, "cuMemFreeAsync");
 }
 
 Result<int> query_driver_version(const DynLib& lib) {
@@ -500,10 +511,11 @@ Result<void> launch(const Function& f, Dim3 grid, Dim3 block, int smem_bytes, St
   return {};
 }
 
-Result<void> encode_tensor_map_4d(TmaDescriptor* map, bool bf16, const void* base, const uint64_t dims[4],
-                                  const uint64_t strides_bytes[3], const unsigned box[4]) {
+Result<void> encode_tensor_map_4d(TmaDescriptor* map, TmaElement element, const void* base,
+                                  const uint64_t dims[4], const uint64_t strides_bytes[3], const unsigned box[4]) {
   // cuda.h enum values (CUDA 12.0+).
   constexpr int kDataTypeF16 = 6;            // CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+  constexpr int kDataTypeF32 = 7;            // CU_TENSOR_MAP_DATA_TYPE_FLOAT32
   constexpr int kDataTypeBF16 = 9;           // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
   constexpr int kInterleaveNone = 0;         // CU_TENSOR_MAP_INTERLEAVE_NONE
   constexpr int kSwizzle128B = 3;            // CU_TENSOR_MAP_SWIZZLE_128B
@@ -516,9 +528,12 @@ Result<void> encode_tensor_map_4d(TmaDescriptor* map, bool bf16, const void* bas
                       "cuTensorMapEncodeTiled is missing: the driver predates CUDA 12.0");
   }
   static_assert(sizeof(TmaDescriptor) == 128 && alignof(TmaDescriptor) == 64, "a CUtensorMap");
+  const int data_type = element == TmaElement::kBF16  ? kDataTypeBF16
+                        : element == TmaElement::kF16 ? kDataTypeF16
+                                                      : kDataTypeF32;
   const unsigned element_strides[4] = {1, 1, 1, 1};
   const CUresult rc = api->TensorMapEncodeTiled(
-      map->opaque, bf16 ? kDataTypeBF16 : kDataTypeF16, 4, const_cast<void*>(base), dims, strides_bytes,
+      map->opaque, data_type, 4, const_cast<void*>(base), dims, strides_bytes,
       box, element_strides, kInterleaveNone, kSwizzle128B, kL2Promotion128B, kOobFillZero);
   if (rc != kCudaSuccess) {
     return make_error(Status::kCudaError,
@@ -527,6 +542,82 @@ Result<void> encode_tensor_map_4d(TmaDescriptor* map, bool bf16, const void* bas
                           std::to_string(dims[2]) + "x" + std::to_string(dims[3]) + ", strides " +
                           std::to_string(strides_bytes[0]) + "/" + std::to_string(strides_bytes[1]) + "/" +
                           std::to_string(strides_bytes[2]) + " bytes)");
+  }
+  return {};
+}
+
+// --- stream-ordered memory pool ---
+
+namespace {
+
+// cuda.h's CUmemPoolProps (CUDA 12.x/13.0 layout; reserved bytes must be 0).
+struct MemPoolProps {
+  int alloc_type;          // CU_MEM_ALLOCATION_TYPE_PINNED = 1
+  int handle_types;        // CU_MEM_HANDLE_TYPE_NONE = 0
+  int location_type;       // CU_MEM_LOCATION_TYPE_DEVICE = 1
+  int location_id;         // device ordinal
+  void* win32_security_attributes;
+  size_t max_size;         // 0: the system default
+  unsigned short usage;
+  unsigned char reserved[54];
+};
+static_assert(sizeof(MemPoolProps) == 88, "CUmemPoolProps is 88 bytes");
+
+Result<const Api*> pool_api() {
+  const Result<Api>& api = loaded_api();
+  if (!api) return api.error();
+  if (!api->MemPoolCreate || !api->MemPoolDestroy || !api->MemPoolSetAttribute || !api->MemAllocFromPoolAsync ||
+      !api->MemFreeAsync) {
+    return make_error(Status::kDriverUnavailable,
+                      "the driver lacks stream-ordered memory pools (cuMemPoolCreate, CUDA 11.2+)");
+  }
+  return &*api;
+}
+
+}  // namespace
+
+Result<MemPool> mem_pool_create(int device) {
+  auto api = pool_api();
+  if (!api) return api.error();
+  MemPoolProps props{};
+  props.alloc_type = 1;
+  props.location_type = 1;
+  props.location_id = device;
+  void* pool = nullptr;
+  if (CUresult rc = (*api)->MemPoolCreate(&pool, &props); rc != kCudaSuccess) {
+    return make_error(Status::kCudaError, "cuMemPoolCreate: " + describe(**api, rc));
+  }
+  constexpr int kAttrReleaseThreshold = 4;  // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+  uint64_t keep_everything = ~uint64_t(0);
+  if (CUresult rc = (*api)->MemPoolSetAttribute(pool, kAttrReleaseThreshold, &keep_everything);
+      rc != kCudaSuccess) {
+    (*api)->MemPoolDestroy(pool);
+    return make_error(Status::kCudaError, "cuMemPoolSetAttribute(release threshold): " + describe(**api, rc));
+  }
+  return pool;
+}
+
+void mem_pool_destroy(MemPool pool) {
+  if (pool == nullptr) return;
+  if (auto api = pool_api(); api) (*api)->MemPoolDestroy(pool);
+}
+
+Result<DevicePtr> mem_alloc_async(size_t bytes, MemPool pool, Stream s) {
+  auto api = pool_api();
+  if (!api) return api.error();
+  CUdeviceptr p = 0;
+  if (CUresult rc = (*api)->MemAllocFromPoolAsync(&p, bytes, pool, s); rc != kCudaSuccess) {
+    return make_error(rc == kCudaErrorOutOfMemory ? Status::kOutOfMemory : Status::kCudaError,
+                      "cuMemAllocFromPoolAsync(" + std::to_string(bytes) + " bytes): " + describe(**api, rc));
+  }
+  return DevicePtr(p);
+}
+
+Result<void> mem_free_async(DevicePtr p, Stream s) {
+  auto api = pool_api();
+  if (!api) return api.error();
+  if (CUresult rc = (*api)->MemFreeAsync(p, s); rc != kCudaSuccess) {
+    return make_error(Status::kCudaError, "cuMemFreeAsync: " + describe(**api, rc));
   }
   return {};
 }

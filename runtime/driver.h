@@ -80,12 +80,27 @@ Result<void> set_max_dynamic_smem(const Function& f, int bytes);
 Result<void> launch(const Function& f, Dim3 grid, Dim3 block, int smem_bytes, Stream stream,
                     void** args);
 
+/// Element types a tensor map describes.
+enum class TmaElement { kBF16, kF16, kF32 };
+
 /// Encodes a 4-D tiled TMA descriptor (a CUtensorMap, in the kernels'
-/// TmaDescriptor) over 16-bit data (bf16 or f16): dims innermost first, the
-/// byte strides of dims 1..3 (multiples of 16), the box copied per
-/// instruction, 128-byte swizzle, out-of-range elements read as 0.
-Result<void> encode_tensor_map_4d(TmaDescriptor* map, bool bf16, const void* base, const uint64_t dims[4],
-                                  const uint64_t strides_bytes[3], const unsigned box[4]);
+/// TmaDescriptor): dims innermost first, the byte strides of dims 1..3
+/// (multiples of 16), the box copied per instruction, 128-byte swizzle,
+/// out-of-range elements read as 0.
+Result<void> encode_tensor_map_4d(TmaDescriptor* map, TmaElement element, const void* base,
+                                  const uint64_t dims[4], const uint64_t strides_bytes[3], const unsigned box[4]);
+
+/// A stream-ordered memory pool (CUmemoryPool) of the current device that
+/// keeps what it reserved (release threshold: unlimited), so scratch
+/// allocated and freed on a stream every call costs no remapping. Needs
+/// CUDA 11.2+ drivers; kDriverUnavailable otherwise.
+using MemPool = void*;
+Result<MemPool> mem_pool_create(int device);
+void mem_pool_destroy(MemPool pool);  ///< null is a no-op; frees lazily once allocations are freed
+/// cuMemAllocFromPoolAsync / cuMemFreeAsync: valid in stream order (and
+/// inside a stream capture, where they become graph nodes).
+Result<DevicePtr> mem_alloc_async(size_t bytes, MemPool pool, Stream s);
+Result<void> mem_free_async(DevicePtr p, Stream s);
 
 // --- memory, streams, events, graphs: used by the API, tests and the benchmark ---
 Result<DevicePtr> mem_alloc(size_t bytes);

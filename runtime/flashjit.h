@@ -164,6 +164,11 @@ class Context {
   Result<ForwardBackwardInfo> forward_backward(const ForwardBackwardArgs& args);
   /// Bytes of workspace backward() needs for this problem.
   Result<size_t> backward_workspace_size(const Problem& problem, bool deterministic = false);
+  /// Bytes forward() takes for this problem from the Context's own
+  /// stream-ordered pool (cuMemAllocFromPoolAsync on the call's stream, freed
+  /// in stream order after the launch; the pool keeps its memory for the
+  /// next call): V^T for f32 inputs on the Hopper kernel, else 0.
+  Result<size_t> forward_scratch_size(const Problem& problem);
 
   /// The spec a problem maps to (padding from the lengths and tile, arch from the device).
   Result<KernelSpec> spec_for(const Problem& problem, Direction direction, bool deterministic = false);

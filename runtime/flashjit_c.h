@@ -183,6 +183,13 @@ flashjit_status flashjit_backward_workspace_size(flashjit_context* ctx,
                                                  const flashjit_problem* problem,
                                                  int deterministic, size_t* out);
 
+/** Bytes flashjit_forward() takes per call from the context's own
+ *  stream-ordered pool for `problem` (V^T of float32 inputs on the Hopper
+ *  kernel; 0 otherwise), in *out. For memory accounting only: the library
+ *  allocates and frees it in stream order. */
+flashjit_status flashjit_forward_scratch_size(flashjit_context* ctx, const flashjit_problem* problem,
+                                              size_t* out);
+
 /** The canonical spec string a forward (`backward` = 0) or backward (nonzero)
  *  of `problem` launches on this context (e.g. the Hopper kernel's
  *  "fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg"), into `spec`

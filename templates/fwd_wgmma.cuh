@@ -12,6 +12,12 @@
 //    tile: S = Q K^T (wgmma, both operands in shared memory), the online
 //    softmax in registers, O += P V (wgmma with P in registers as the A
 //    operand, V read transposed from shared memory).
+// Float32 inputs run on the TF32 tensor cores. TF32 wgmma reads both
+// shared-memory operands K-major only, so the host first writes V^T (keys
+// contiguous) with templates/v_transpose.cuh, which also orders the keys of
+// every group of 8 as 0, 2, 4, 6, 1, 3, 5, 7: then the S accumulator registers
+// of a lane are the TF32 A fragment of P after swapping two of every four
+// (pack_p), with no shuffles.
 // Two overlaps hide the softmax behind the tensor cores:
 //  - inside a warpgroup, S of tile n is issued together with P V of tile n - 1
 //    and the softmax of tile n runs while P V is still in flight;
@@ -35,7 +41,9 @@ namespace flashjit {
 template <class Element, int kHeadDim, int kBlockM, int kBlockN, int kStages, bool kIsCausal, bool kIsEven,
           int kSmemBytes>
 struct FwdWgmmaKernel {
-  static_assert(kIsSame<Element, bf16_t> || kIsSame<Element, f16_t>, "wgmma path: bf16 or f16 inputs");
+  static constexpr bool kIsTf32 = kIsSame<Element, float>;
+  static_assert(kIsSame<Element, bf16_t> || kIsSame<Element, f16_t> || kIsTf32,
+                "wgmma path: bf16, f16 or f32 (TF32) inputs");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma path: head_dim 64 or 128");
   static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 192, "wgmma path: 64, 128 or 192 keys per tile");
 
@@ -54,20 +62,25 @@ struct FwdWgmmaKernel {
   static_assert(kProducerRegs * kWarpgroupThreads + kConsumers * kConsumerRegs * kWarpgroupThreads <= 65536,
                 "register budget of the SM");
 
-  // Shared-memory tiles are TMA boxes of 64 columns (128 bytes of 16-bit
-  // elements: one 128-byte swizzle row), stacked per column block.
+  // Shared-memory tiles are TMA boxes of 128-byte rows (64 16-bit or 32 f32
+  // columns: one 128-byte swizzle row), stacked per column block.
   static constexpr int kBoxCols = 128 / int(sizeof(Element));
   static constexpr int kColBoxes = kHeadDim / kBoxCols;
   static constexpr int kRowBytes = kBoxCols * int(sizeof(Element));  // 128
   static constexpr int kSwizzleAtomBytes = 8 * kRowBytes;            // 1024: 8 rows
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
-  static constexpr int kKVBoxBytes = kBlockN * kRowBytes;
-  static constexpr int kKStep = 16;                                  // k of one 16-bit wgmma
+  static constexpr int kKBoxBytes = kBlockN * kRowBytes;
+  static constexpr int kKStep = 32 / int(sizeof(Element));           // k of one wgmma: 32 bytes
+  // V: 16-bit tiles are [keys][D] like K (read MN-major); TF32 tiles are
+  // V^T [D][keys] (K-major), boxes of 32 keys.
+  static constexpr int kVBoxes = kIsTf32 ? kBlockN / kBoxCols : kColBoxes;
+  static constexpr int kVBoxRows = kIsTf32 ? kHeadDim : kBlockN;
+  static constexpr int kVBoxBytes = kVBoxRows * kRowBytes;
 
   struct SharedStorage {
     alignas(1024) Element q[kColBoxes][kBlockM][kBoxCols];
     alignas(1024) Element k[kStages][kColBoxes][kBlockN][kBoxCols];
-    alignas(1024) Element v[kStages][kColBoxes][kBlockN][kBoxCols];
+    alignas(1024) Element v[kStages][kVBoxes][kVBoxRows][kBoxCols];
     unsigned long long q_full;
     unsigned long long k_full[kStages];
     unsigned long long k_empty[kStages];
@@ -88,7 +101,8 @@ struct FwdWgmmaKernel {
 
   static constexpr int kSRegs = kBlockN / 2;   // S = Q K^T: 64 x kBlockN f32 over 128 threads
   static constexpr int kORegs = kHeadDim / 2;  // O: 64 x D f32
-  static constexpr int kPRegs = kBlockN / 4;   // P: 64 x kBlockN packed 16-bit pairs
+  // P: 64 x kBlockN, packed 16-bit pairs or one TF32 per register.
+  static constexpr int kPRegs = kIsTf32 ? kBlockN / 2 : kBlockN / 4;
 
   using Block = fwd::Block;
 
@@ -122,18 +136,23 @@ struct FwdWgmmaKernel {
       ptx::mbarrier_wait(ptx::smem_u32(&smem.v_empty[s]), free_parity);
       ptx::mbarrier_arrive_expect_tx(v_full, kKVBytes);
 #pragma unroll
-      for (int cb = 0; cb < kColBoxes; ++cb) {
-        ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][cb][0][0]), &tp.tma_v, v_full, cb * kBoxCols, n * kBlockN,
-                         blk.h, blk.b);
+      for (int vb = 0; vb < kVBoxes; ++vb) {
+        if constexpr (kIsTf32) {  // V^T: (key, d, h, b)
+          ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][vb][0][0]), &tp.tma_v, v_full, n * kBlockN + vb * kBoxCols,
+                           0, blk.h, blk.b);
+        } else {
+          ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][vb][0][0]), &tp.tma_v, v_full, vb * kBoxCols, n * kBlockN,
+                           blk.h, blk.b);
+        }
       }
     }
   }
 
   // -------------------------------------------------------------------------
-  // Consumer products. Descriptors step through the swizzled tiles: a k16
+  // Consumer products. Descriptors step through the swizzled tiles: a k
   // step of a K-major operand is 32 bytes inside the 128-byte row (the
   // hardware applies the swizzle to the computed address), every 4 steps
-  // move to the next column box; a k16 step of V is 16 rows = 2 atoms.
+  // move to the next column box; a k16 step of 16-bit V is 16 rows = 2 atoms.
   // -------------------------------------------------------------------------
 
   /// Issues S = Q K^T (this consumer's 64 rows x kBlockN keys) and commits it.
@@ -145,7 +164,7 @@ struct FwdWgmmaKernel {
       const unsigned long long a =
           ptx::smem_desc_sw128(q_addr + (kk / kStepsPerBox) * kQBoxBytes + off, 16, kSwizzleAtomBytes);
       const unsigned long long b =
-          ptx::smem_desc_sw128(k_addr + (kk / kStepsPerBox) * kKVBoxBytes + off, 16, kSwizzleAtomBytes);
+          ptx::smem_desc_sw128(k_addr + (kk / kStepsPerBox) * kKBoxBytes + off, 16, kSwizzleAtomBytes);
       ptx::wgmma_ss(acc_s, a, b, kk > 0, Element{});
     }
     ptx::wgmma_commit();
@@ -158,9 +177,17 @@ struct FwdWgmmaKernel {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / kKStep; ++kk) {
       const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-      const unsigned long long b =
-          ptx::smem_desc_sw128(v_addr + kk * kKStep * kRowBytes, kKVBoxBytes, kSwizzleAtomBytes);
-      ptx::wgmma_rs_tb(acc_o, a, b, true, Element{});
+      if constexpr (kIsTf32) {  // V^T, K-major: like K in issue_qk
+        constexpr int kStepsPerBox = kBoxCols / kKStep;
+        const unsigned off = (kk % kStepsPerBox) * kKStep * int(sizeof(Element));
+        const unsigned long long b =
+            ptx::smem_desc_sw128(v_addr + (kk / kStepsPerBox) * kVBoxBytes + off, 16, kSwizzleAtomBytes);
+        ptx::wgmma_rs(acc_o, a, b, true, Element{});
+      } else {
+        const unsigned long long b =
+            ptx::smem_desc_sw128(v_addr + kk * kKStep * kRowBytes, kVBoxBytes, kSwizzleAtomBytes);
+        ptx::wgmma_rs_tb(acc_o, a, b, true, Element{});
+      }
     }
     ptx::wgmma_commit();
   }
@@ -231,10 +258,23 @@ struct FwdWgmmaKernel {
     }
   }
 
-  /// P as the A operand: 16-bit pairs in the order the k16 steps read them.
+  /// P as the A operand: 16-bit pairs in the order the k16 steps read them;
+  /// for TF32, k8 step j reads (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4),
+  /// which V^T's key order (0, 2, 4, 6, 1, 3, 5, 7 per 8) makes keys 2t, 2t,
+  /// 2t + 1, 2t + 1 of rows g, g + 8, g, g + 8: S registers 0, 2, 1, 3.
   static __device__ __forceinline__ void pack_p(unsigned (&p)[kPRegs], const float (&acc_s)[kSRegs]) {
+    if constexpr (kIsTf32) {
 #pragma unroll
-    for (int i = 0; i < kPRegs; ++i) p[i] = ptx::pack_16x2<Element>(acc_s[2 * i], acc_s[2 * i + 1]);
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        p[4 * j + 0] = ptx::f32_to_tf32_finite(acc_s[4 * j + 0]);
+        p[4 * j + 1] = ptx::f32_to_tf32_finite(acc_s[4 * j + 2]);
+        p[4 * j + 2] = ptx::f32_to_tf32_finite(acc_s[4 * j + 1]);
+        p[4 * j + 3] = ptx::f32_to_tf32_finite(acc_s[4 * j + 3]);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPRegs; ++i) p[i] = ptx::pack_16x2<Element>(acc_s[2 * i], acc_s[2 * i + 1]);
+    }
   }
 
   /// One lane per warp tells the producer this warp is done with a slot.
@@ -366,15 +406,22 @@ struct FwdWgmmaKernel {
 
     // Registers -> this consumer's rows of the Q tile, in the TMA box layout
     // (128-byte rows, 16-byte chunk index XOR row % 8): rows g of a warp land
-    // in 8 different chunks, so the 4-byte stores are bank-conflict-free.
+    // in 8 different chunks, so the stores are bank-conflict-free.
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int r = c * kWgmmaM + warp * 16 + 8 * half + g;  // row in the Q tile
-        const int chunk = (j % 8) ^ (r % 8);
-        const unsigned addr = ptx::smem_u32(&smem.q[j / 8][r][0]) + chunk * 16 + 2 * t * int(sizeof(Element));
-        ptx::sts32(addr, ptx::pack_16x2<Element>(acc_o[4 * j + 2 * half], acc_o[4 * j + 2 * half + 1]));
+        const int col = 8 * j + 2 * t;                           // this lane's two columns
+        const int byte = (col % kBoxCols) * int(sizeof(Element));
+        const int chunk = (byte / 16) ^ (r % 8);
+        const unsigned addr = ptx::smem_u32(&smem.q[col / kBoxCols][r][0]) + chunk * 16 + byte % 16;
+        const float o0 = acc_o[4 * j + 2 * half], o1 = acc_o[4 * j + 2 * half + 1];
+        if constexpr (kIsTf32) {
+          ptx::sts64(addr, ptx::f32_as_u32(o0), ptx::f32_as_u32(o1));
+        } else {
+          ptx::sts32(addr, ptx::pack_16x2<Element>(o0, o1));
+        }
       }
     ptx::fence_proxy_async_shared();  // the TMA store reads what these stores wrote
     ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);

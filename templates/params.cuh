@@ -44,14 +44,29 @@ struct alignas(64) TmaDescriptor {
 
 /// Forward pass on the Hopper path (templates/fwd_wgmma.cuh): the FwdParams
 /// plus one tensor map per tensor, each a 4-D view (D, S, H, B) of the same
-/// strides with 128-byte swizzled boxes of 64 columns: q [64 x block_m],
-/// k and v [64 x block_n], o [64 x 64] (one consumer warpgroup's rows).
+/// strides with 128-byte swizzled boxes of 128-byte rows (64 16-bit or 32 f32
+/// columns): q [cols x block_m], k and v [cols x block_n], o [cols x 64] (one
+/// consumer warpgroup's rows). For f32, tma_v views V^T instead (VtParams):
+/// (padded_k, D, H, B) in boxes of [32 keys x D].
 struct FwdTmaParams {
   FwdParams p;
   TmaDescriptor tma_q;
   TmaDescriptor tma_k;
   TmaDescriptor tma_v;
   TmaDescriptor tma_o;
+};
+
+/// V^T for the TF32 Hopper forward (templates/v_transpose.cuh): v as in
+/// FwdParams (f32), vt a contiguous [B, H, D, padded_k] f32 buffer whose keys
+/// are ordered 0, 2, 4, 6, 1, 3, 5, 7 within every group of 8; keys from
+/// seqlen_k to padded_k (a multiple of 32) are written as zeros.
+struct VtParams {
+  const float* v;
+  float* vt;
+  long long v_batch_stride, v_row_stride, v_head_stride;
+  int heads;
+  int seqlen_k;
+  int padded_k;
 };
 
 /// Backward pass (templates/bwd_mma.cuh). Same addressing as FwdParams:

@@ -66,7 +66,8 @@ TEST_CASE("parse rejects malformed strings with a message naming the field", "[s
       {"fwd_bf16_d128_causal_even_sm90_bm100_bn64_w4_s2", "block_m", Status::kInvalidSpec},
       {"fwd_bf16_d128_causal_even_sm90_bm128_bn64_w4_s2_xx", "tile suffix", Status::kInvalidSpec},
       {"fwd_bf16_d128_causal_even_sm90_bm128_bn128_w12_s2_wg", "needs arch sm90a", Status::kInvalidSpec},
-      {"fwd_f32tf32_d128_causal_even_sm90a_bm128_bn128_w12_s2_wg", "bf16/f16", Status::kInvalidSpec},
+      {"fwd_f32ieee_d128_causal_even_sm90a_bm128_bn64_w12_s2_wg", "TF32 math (not ieee)", Status::kInvalidSpec},
+      {"fwd_f32tf32_d128_causal_even_sm90a_bm128_bn128_w12_s2_wg", "shared memory", Status::kInvalidSpec},
       {"fwd_bf16_d96_causal_even_sm90a_bm128_bn128_w12_s2_wg", "head_dim 64 or 128", Status::kInvalidSpec},
       {"bwd_bf16_d128_causal_even_sm90a_atomic_bm128_bn128_w12_s2_wg", "forward", Status::kInvalidSpec},
       {"fwd_bf16_d128_causal_even_sm90a_bm64_bn128_w12_s2_wg", "block_m 128", Status::kInvalidSpec},
@@ -81,7 +82,7 @@ TEST_CASE("parse rejects malformed strings with a message naming the field", "[s
   }
 }
 
-TEST_CASE("sm_90 prefers the Hopper forward for 16-bit inputs at head_dim 64 and 128", "[spec]") {
+TEST_CASE("sm_90 prefers the Hopper forward for 16-bit and TF32 inputs at head_dim 64 and 128", "[spec]") {
   KernelSpec s;
   s.arch = Arch::kSm90;
   for (DType dt : {DType::kBF16, DType::kF16}) {
@@ -102,10 +103,22 @@ TEST_CASE("sm_90 prefers the Hopper forward for 16-bit inputs at head_dim 64 and
   s.head_dim = 256;
   CHECK_FALSE(preferred_spec(s).tile.wgmma);
   CHECK(preferred_spec(s).arch == Arch::kSm90);
-  s.head_dim = 128;
+  // f32 with TF32 math: the Hopper kernel with smaller key tiles (twice the
+  // bytes per element); exact f32 (3xTF32) stays on mma.sync.
   s.dtype = DType::kF32;
   s.precision = Precision::kTF32;
+  for (int hd : {64, 128}) {
+    s.head_dim = hd;
+    const KernelSpec tf32 = preferred_spec(s);
+    INFO(tf32.to_string());
+    CHECK(tf32.arch == Arch::kSm90a);
+    CHECK(tf32.to_string().find(hd == 64 ? "_sm90a_bm128_bn128_w12_s2_wg" : "_sm90a_bm128_bn64_w12_s2_wg") !=
+          std::string::npos);
+    CHECK(tf32.validate().ok());
+  }
+  s.precision = Precision::kIEEE;
   CHECK_FALSE(preferred_spec(s).tile.wgmma);
+  CHECK(preferred_spec(s).arch == Arch::kSm90);
   s.dtype = DType::kBF16;
   s.precision = Precision::kNative;
   s.direction = Direction::kBwd;

@@ -176,6 +176,12 @@ TEST_CASE("null handles and struct pointers are NULL_POINTER naming the argument
   CHECK(names(last_error(), "problem"));
   CHECK(flashjit_backward_workspace_size(h.ctx, &c.problem, 0, nullptr) == FLASHJIT_ERROR_NULL_POINTER);
   CHECK(names(last_error(), "out"));
+  CHECK(flashjit_forward_scratch_size(nullptr, &c.problem, &bytes) == FLASHJIT_ERROR_NULL_POINTER);
+  CHECK(names(last_error(), "ctx"));
+  CHECK(flashjit_forward_scratch_size(h.ctx, nullptr, &bytes) == FLASHJIT_ERROR_NULL_POINTER);
+  CHECK(names(last_error(), "problem"));
+  CHECK(flashjit_forward_scratch_size(h.ctx, &c.problem, nullptr) == FLASHJIT_ERROR_NULL_POINTER);
+  CHECK(names(last_error(), "out"));
 
   CHECK(flashjit_compile(nullptr, "fwd_bf16_d64_noncausal_even_sm90", nullptr) == FLASHJIT_ERROR_NULL_POINTER);
   CHECK(names(last_error(), "ctx"));

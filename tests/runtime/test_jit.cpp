@@ -175,3 +175,38 @@ TEST_CASE("without a GPU, a valid forward fails with a driver status, after vali
   a.problem.head_dim = 80;
   CHECK(ctx->forward(a).status() == Status::kUnsupportedHeadDim);
 }
+
+TEST_CASE("forward_scratch_size: V^T bytes for f32 on the Hopper kernel, else 0", "[jit]") {
+  TempDir dir;
+  auto ctx = make_context(dir.path);  // arch sm90: the Hopper kernel is preferred
+  Problem p;
+  p.dtype = DType::kF32;
+  p.precision = Precision::kTF32;
+  p.batch = 4; p.heads = 8; p.seqlen_q = 1500; p.seqlen_k = 600; p.head_dim = 128;
+  // [B, H, D, keys rounded up to 32] floats.
+  CHECK(ctx->forward_scratch_size(p).value() == size_t(4) * 8 * 128 * 608 * 4);
+  p.seqlen_k = 640;
+  CHECK(ctx->forward_scratch_size(p).value() == size_t(4) * 8 * 128 * 640 * 4);
+  p.precision = Precision::kIEEE;  // 3xTF32 stays on mma.sync
+  CHECK(ctx->forward_scratch_size(p).value() == 0);
+  p.precision = Precision::kTF32;
+  p.head_dim = 96;  // not a Hopper-kernel head_dim
+  CHECK(ctx->forward_scratch_size(p).value() == 0);
+  p.head_dim = 64;
+  p.dtype = DType::kBF16;
+  p.precision = Precision::kNative;
+  CHECK(ctx->forward_scratch_size(p).value() == 0);
+  p.head_dim = 80;
+  CHECK(ctx->forward_scratch_size(p).status() == Status::kUnsupportedHeadDim);
+
+  ContextOptions forced;
+  forced.cache.dir = dir.path;
+  forced.arch = Arch::kSm90;
+  forced.force_mma = true;
+  auto mma = Context::create(forced);
+  REQUIRE(mma.ok());
+  p.dtype = DType::kF32;
+  p.precision = Precision::kTF32;
+  p.head_dim = 128;
+  CHECK((*mma)->forward_scratch_size(p).value() == 0);
+}
