@@ -262,6 +262,7 @@ TEST_CASE("sanitizer cases: padded lengths and causal Sq != Sk", "[gpu][sanitize
                        {DType::kBF16, Precision::kNative, 128, 200, 333, true, false},
                        {DType::kBF16, Precision::kNative, 128, 333, 200, true, true},
                        {DType::kF32, Precision::kTF32, 64, 333, 200, true, false},
+                       {DType::kF32, Precision::kTF32, 128, 300, 300, false, false},
                        {DType::kF32, Precision::kIEEE, 128, 200, 333, true, true}};
   for (const San& s : cases) {
     BackwardCase c{make_case(s.dtype, s.precision, s.hd, s.sq, s.sk, s.causal, 77)};
