@@ -184,6 +184,24 @@ void fill_info(const flashjit::CompileRecord& r, flashjit_compile_info* info) {
   info->spec[n] = '\0';
 }
 
+// A byte count of a problem: the null checks, the conversion, *out (0 on error).
+template <class Query>
+flashjit_status size_of_problem(const char* fn, flashjit_context* ctx, const flashjit_problem* problem,
+                                size_t* out, Query query) {
+  return guarded(fn, [&]() -> flashjit_status {
+    if (ctx == nullptr) return null_pointer(fn, "ctx");
+    if (problem == nullptr) return null_pointer(fn, "problem");
+    if (out == nullptr) return null_pointer(fn, "out");
+    *out = 0;
+    auto p = to_problem(*problem);
+    if (!p) return fail(p.error());
+    flashjit::Result<size_t> r = query(*ctx->impl, *p);
+    if (!r) return fail(r.error());
+    *out = *r;
+    return FLASHJIT_SUCCESS;
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -389,36 +407,15 @@ flashjit_status flashjit_forward_backward(flashjit_context* ctx, const flashjit_
 flashjit_status flashjit_backward_workspace_size(flashjit_context* ctx,
                                                  const flashjit_problem* problem,
                                                  int deterministic, size_t* out) {
-  const char* const fn = __func__;
-  return guarded(fn, [&]() -> flashjit_status {
-    if (ctx == nullptr) return null_pointer(fn, "ctx");
-    if (problem == nullptr) return null_pointer(fn, "problem");
-    if (out == nullptr) return null_pointer(fn, "out");
-    *out = 0;
-    auto p = to_problem(*problem);
-    if (!p) return fail(p.error());
-    auto r = ctx->impl->backward_workspace_size(*p, deterministic != 0);
-    if (!r) return fail(r.error());
-    *out = *r;
-    return FLASHJIT_SUCCESS;
+  return size_of_problem(__func__, ctx, problem, out, [&](flashjit::Context& c, const flashjit::Problem& p) {
+    return c.backward_workspace_size(p, deterministic != 0);
   });
 }
 
 flashjit_status flashjit_forward_scratch_size(flashjit_context* ctx, const flashjit_problem* problem,
                                               size_t* out) {
-  const char* const fn = __func__;
-  return guarded(fn, [&]() -> flashjit_status {
-    if (ctx == nullptr) return null_pointer(fn, "ctx");
-    if (problem == nullptr) return null_pointer(fn, "problem");
-    if (out == nullptr) return null_pointer(fn, "out");
-    *out = 0;
-    auto p = to_problem(*problem);
-    if (!p) return fail(p.error());
-    auto r = ctx->impl->forward_scratch_size(*p);
-    if (!r) return fail(r.error());
-    *out = *r;
-    return FLASHJIT_SUCCESS;
-  });
+  return size_of_problem(__func__, ctx, problem, out,
+                         [](flashjit::Context& c, const flashjit::Problem& p) { return c.forward_scratch_size(p); });
 }
 
 flashjit_status flashjit_spec_for(flashjit_context* ctx, const flashjit_problem* problem, int backward,
