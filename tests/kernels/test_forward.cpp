@@ -303,3 +303,55 @@ TEST_CASE("forward: a layout the TMA cannot describe falls back to mma.sync with
   CHECK(diff.nan == 0);
   CHECK(diff.rel() <= forward_tolerance(c.dtype, c.precision));
 }
+
+TEST_CASE("forward: f32 on the Hopper kernel captured in a CUDA graph matches the eager call", "[gpu][fwd]") {
+  // The TF32 Hopper forward allocates V^T from a stream-ordered pool: inside a
+  // capture that becomes graph memory nodes, which must replay correctly.
+  const AttentionCase c = make_case(DType::kF32, Precision::kTF32, 128, 300, 333, false, 21);
+  const size_t q_elems = size_t(c.batch) * c.seqlen_q * c.heads * c.head_dim;
+  const size_t k_elems = size_t(c.batch) * c.seqlen_k * c.heads * c.head_dim;
+  auto dq = upload(encode(random_inputs(q_elems, c.dtype, 61), c.dtype));
+  auto dk = upload(encode(random_inputs(k_elems, c.dtype, 62), c.dtype));
+  auto dv = upload(encode(random_inputs(k_elems, c.dtype, 63), c.dtype));
+  auto o_eager = poisoned(q_elems * 4);
+  auto o_graph = poisoned(q_elems * 4);
+  auto stream = driver::stream_create();
+  REQUIRE(stream.ok());
+
+  ForwardArgs a;
+  a.problem = c.problem();
+  a.q = view(dq, c, c.seqlen_q);
+  a.k = view(dk, c, c.seqlen_k);
+  a.v = view(dv, c, c.seqlen_k);
+  a.o = view(o_eager, c, c.seqlen_q);
+  a.stream = *stream;
+  auto eager = shared_context().forward(a);  // compiles and loads outside the capture
+  REQUIRE(eager.ok());
+  const bool hopper = eager->spec.tile.wgmma;
+  INFO(eager->spec.to_string());
+  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
+  const bool force_mma = forced != nullptr && std::string(forced) == "1";
+  if (shared_context().arch() == Arch::kSm90) CHECK(hopper == !force_mma);
+  // V^T: [B, H, D, keys rounded up to 32] floats.
+  const size_t vt_bytes = size_t(c.batch) * c.heads * c.head_dim * 352 * sizeof(float);
+  CHECK(shared_context().forward_scratch_size(a.problem).value() == (hopper ? vt_bytes : 0));
+
+  a.o = view(o_graph, c, c.seqlen_q);
+  REQUIRE(driver::begin_capture(*stream).ok());
+  auto captured = shared_context().forward(a);
+  auto graph = driver::end_capture_and_instantiate(*stream);
+  REQUIRE(captured.ok());
+  REQUIRE(graph.ok());
+  for (int replay = 0; replay < 2; ++replay) REQUIRE(driver::graph_launch(*graph, *stream).ok());
+  REQUIRE(driver::stream_synchronize(*stream).ok());
+  driver::graph_destroy(*graph);
+  driver::stream_destroy(*stream);
+
+  const auto x = decode(download(o_eager), c.dtype);
+  const auto y = decode(download(o_graph), c.dtype);
+  REQUIRE(x.size() == y.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
+  CHECK(differ == 0);  // same kernels, same inputs: bitwise equal
+  check_case(c);       // and the eager path is right against the float64 reference
+}
