@@ -228,16 +228,27 @@ Result<void> KernelSpec::validate() const {
 }
 
 bool wgmma_supported(const KernelSpec& spec) {
-  // f32 through TF32 wgmma; exact f32 (3xTF32) stays on mma.sync.
-  const bool math_ok = spec.dtype != DType::kF32 || spec.precision == Precision::kTF32;
-  return spec.direction == Direction::kFwd && math_ok && (spec.head_dim == 64 || spec.head_dim == 128);
+  if (spec.direction != Direction::kFwd) return false;
+  // f32 through TF32 wgmma; exact f32 (3xTF32) stays on mma.sync. A TF32
+  // head_dim 256 Q tile alone would be 128 KiB of shared memory.
+  if (spec.dtype == DType::kF32) {
+    return spec.precision == Precision::kTF32 && (spec.head_dim == 64 || spec.head_dim == 128);
+  }
+  return spec.head_dim == 64 || spec.head_dim == 128 || spec.head_dim == 256;
+}
+
+bool wgmma_preferred(const KernelSpec& spec) {
+  // head_dim 256 compiles without spills but has not run on a GPU yet: it is
+  // reachable through an explicit "_wg" tile (FLASHJIT_FWD_TILE) until its
+  // correctness tests and timings are in.
+  return wgmma_supported(spec) && spec.head_dim != 256;
 }
 
 KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma) {
   if (spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a) {
     // sm90a code runs only on sm_90 itself; the mma.sync kernels need none of
     // it, so they stay sm90 and their cache entries are shared.
-    spec.arch = allow_wgmma && wgmma_supported(spec) ? Arch::kSm90a : Arch::kSm90;
+    spec.arch = allow_wgmma && wgmma_preferred(spec) ? Arch::kSm90a : Arch::kSm90;
   }
   spec.tile = choose_tile_config(spec);
   return spec;
@@ -250,7 +261,8 @@ uint64_t KernelSpec::hash() const {
 
 namespace {
 
-// all_paths: also the mma.sync spec where the Hopper kernel is preferred.
+// all_paths: also the mma.sync spec where the Hopper kernel is preferred, and
+// the Hopper spec where it is supported but not preferred.
 std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool with_f16,
                              bool with_det, bool all_paths) {
   struct Math { DType dtype; Precision precision; };
@@ -278,6 +290,15 @@ std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool 
               const KernelSpec preferred = preferred_spec(s);
               out.push_back(preferred);
               if (all_paths && preferred.tile.wgmma) out.push_back(preferred_spec(s, false));
+              // The Hopper kernel where it serves the spec but is not picked yet.
+              if (all_paths && !preferred.tile.wgmma && (arch == Arch::kSm90 || arch == Arch::kSm90a)) {
+                KernelSpec hopper = s;
+                hopper.arch = Arch::kSm90a;
+                if (wgmma_supported(hopper)) {
+                  hopper.tile = choose_tile_config(hopper);
+                  out.push_back(hopper);
+                }
+              }
             }
           }
         }

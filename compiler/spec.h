@@ -106,17 +106,22 @@ std::optional<Arch> parse_arch(std::string_view s);
 /// the benchmark driver and the parametrized tests.
 std::vector<KernelSpec> seed_grid_specs(Arch arch);
 /// True if the Hopper kernel (templates/fwd_wgmma.cuh) serves this spec's
-/// direction, dtype and head_dim: the forward of bf16/f16 and of f32 with TF32
-/// math at head_dim 64, 128.
+/// direction, dtype and head_dim: the forward of bf16/f16 at head_dim 64, 128,
+/// 256 and of f32 with TF32 math at head_dim 64, 128.
 bool wgmma_supported(const KernelSpec& spec);
+/// True where the runtime picks the Hopper kernel on its own: wgmma_supported
+/// except head_dim 256 (not yet validated on a GPU; an explicit "_wg" tile
+/// reaches it).
+bool wgmma_preferred(const KernelSpec& spec);
 /// The spec the runtime launches for `spec` on its GPU, tile from the policy.
-/// On sm90/sm90a: the Hopper kernel (arch sm90a) where wgmma_supported and
+/// On sm90/sm90a: the Hopper kernel (arch sm90a) where wgmma_preferred and
 /// `allow_wgmma`, else the mma.sync kernels (arch sm90). Other archs unchanged.
 KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma = true);
 /// Every supported (direction, dtype, precision, head_dim, causal, padding)
 /// combination for `arch`, tile config from the policy. For sm90 that is the
 /// preferred spec of each (preferred_spec) and also, where the Hopper kernel
-/// is preferred, the mma.sync spec that forcing the mma path selects.
+/// is preferred, the mma.sync spec that forcing the mma path selects, and
+/// where it is supported but not preferred, the Hopper spec.
 std::vector<KernelSpec> all_supported_specs(Arch arch);
 
 }  // namespace flashjit

@@ -41,8 +41,12 @@ TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   // the 16-bit rate, so the softmax hides more easily behind fewer keys:
   //  - D = 128: 64 keys, two stages (194 KiB; 128 keys would need 258 KiB).
   //  - D = 64: 128 keys, two stages (162 KiB).
+  //  - bf16/f16 D = 256 (not yet measured): O is 128 registers per consumer
+  //    thread, so 64 keys (S 32, P 16) and two stages (194 KiB).
   TileConfig t;
-  if (spec.dtype == DType::kF32) {
+  if (spec.head_dim > 128) {
+    t = TileConfig{128, 64, 12, 2};
+  } else if (spec.dtype == DType::kF32) {
     t = spec.head_dim <= 64 ? TileConfig{128, 128, 12, 2} : TileConfig{128, 64, 12, 2};
   } else {
     t = spec.head_dim <= 64 ? TileConfig{128, 192, 12, 3} : TileConfig{128, 128, 12, 2};
@@ -73,8 +77,8 @@ Result<void> validate_wgmma_tile(const KernelSpec& spec) {
     return bad(fmt::format("the wgmma kernel (_wg) needs arch sm90a; got {}", to_string(spec.arch)));
   }
   if (!wgmma_supported(spec)) {
-    return bad("the wgmma kernel (_wg) serves the forward of bf16/f16 and f32 with TF32 math (not ieee) at "
-               "head_dim 64 or 128 only");
+    return bad("the wgmma kernel (_wg) serves the forward of bf16/f16 at head_dim 64, 128 or 256 and of f32 "
+               "with TF32 math (not ieee) at head_dim 64 or 128 only");
   }
   if (t.block_m != 128) return bad(fmt::format("_wg needs block_m 128 (two 64-row consumers); got {}", t.block_m));
   if (t.block_n != 64 && t.block_n != 128 && t.block_n != 192) {

@@ -44,7 +44,8 @@ struct FwdWgmmaKernel {
   static constexpr bool kIsTf32 = kIsSame<Element, float>;
   static_assert(kIsSame<Element, bf16_t> || kIsSame<Element, f16_t> || kIsTf32,
                 "wgmma path: bf16, f16 or f32 (TF32) inputs");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma path: head_dim 64 or 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || (kHeadDim == 256 && !kIsTf32),
+                "wgmma path: head_dim 64 or 128 (and 256 for 16-bit inputs)");
   static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 192, "wgmma path: 64, 128 or 192 keys per tile");
 
   static constexpr int kWarpgroupThreads = 128;

@@ -34,7 +34,7 @@ std::vector<int> rows_to_check(const AttentionCase& c) {
   return rows;
 }
 
-ForwardCheck run_forward(const AttentionCase& c) {
+ForwardCheck run_forward(const AttentionCase& c, Context& ctx) {
   const Problem p0 = c.problem();
   const size_t q_elems = size_t(c.batch) * c.seqlen_q * c.heads * c.head_dim;
   const size_t k_elems = size_t(c.batch) * c.seqlen_k * c.heads * c.head_dim;
@@ -63,7 +63,7 @@ ForwardCheck run_forward(const AttentionCase& c) {
   a.v = view(dv, c, c.seqlen_k);
   a.o = view(dout, c, c.seqlen_q);
   a.lse = static_cast<float*>(dlse.ptr());
-  auto info = shared_context().forward(a);
+  auto info = ctx.forward(a);
   if (!info) throw std::runtime_error(info.error().message);
   if (auto r = driver::context_synchronize(); !r) throw std::runtime_error(r.error().message);
 
@@ -115,10 +115,10 @@ ForwardCheck run_forward(const AttentionCase& c) {
   return check;
 }
 
-void check_case(const AttentionCase& c) {
+void check_case(const AttentionCase& c, Context& ctx = shared_context()) {
   INFO(c.name());
   ForwardCheck r;
-  REQUIRE_NOTHROW(r = run_forward(c));
+  REQUIRE_NOTHROW(r = run_forward(c, ctx));
   INFO(r.spec << ": rel_err O " << r.o.rel() << ", lse " << r.lse.rel() << ", max_abs " << r.o.max_abs);
   const double tol = forward_tolerance(c.dtype, c.precision);
   CHECK(r.o.nan == 0);
@@ -354,4 +354,29 @@ TEST_CASE("forward: f32 on the Hopper kernel captured in a CUDA graph matches th
   for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
   CHECK(differ == 0);  // same kernels, same inputs: bitwise equal
   check_case(c);       // and the eager path is right against the float64 reference
+}
+
+TEST_CASE("forward: head_dim 256 on the Hopper kernel through an explicit _wg tile", "[gpu][fwd]") {
+  // Not yet the policy's choice (wgmma_preferred): reached through the tile knob.
+  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
+  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
+    WARN("the Hopper kernel does not apply here");
+    return;
+  }
+  ContextOptions options;
+  options.fwd_tile = TileConfig{128, 64, 12, 2, true};
+  auto ctx = Context::create(options);
+  REQUIRE(ctx.ok());
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    struct Len { int sq, sk; bool causal; };
+    for (const Len& l : {Len{128, 128, false}, Len{17, 17, true}, Len{600, 1500, true}, Len{1500, 600, true},
+                         Len{300, 333, false}, Len{1024, 1024, false}}) {
+      const AttentionCase c = make_case(dt, Precision::kNative, 256, l.sq, l.sk, l.causal, 31 + l.sq);
+      auto spec = (*ctx)->spec_for(c.problem(), Direction::kFwd);
+      REQUIRE(spec.ok());
+      INFO(spec->to_string());
+      CHECK(spec->tile.wgmma);
+      check_case(c, **ctx);
+    }
+  }
 }
