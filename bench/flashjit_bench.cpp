@@ -813,7 +813,7 @@ json Bench::run_row(const RowSpec& r, int index) {
   row["workspace_mb"] = double(ws_bytes) / kMiB;
   row["scratch_mb"] = double(scratch_bytes) / kMiB;
   row["rotate_sets"] = nsets;
-  row["alloc_mb"] = double(set_bytes * nsets + ws_bytes) / kMiB;
+  row["alloc_mb"] = double(set_bytes * nsets + extra_bytes) / kMiB;
 
   driver::DeviceBuffer ws;
   if (ws_bytes) ws = must(driver::DeviceBuffer::create(ws_bytes), "allocating the workspace");

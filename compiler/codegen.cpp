@@ -49,7 +49,7 @@ std::string common_prelude(const KernelSpec& spec) {
 // unit reads the tensor maps from kernel parameter space. f32 (TF32) adds
 // the V^T kernel the host runs first.
 std::string forward_wgmma_source(const KernelSpec& spec) {
-  const bool tf32 = spec.dtype == DType::kF32;
+  const bool tf32 = needs_v_transpose(spec);
   return fmt::format(
       "// flashjit generated source: {spec}\n"
       "#include \"flashjit/fwd_wgmma.cuh\"\n"
@@ -131,7 +131,7 @@ std::string generate_source(const KernelSpec& spec) {
 
 std::vector<std::string> kernel_names(const KernelSpec& spec) {
   if (spec.direction == Direction::kFwd) {
-    if (spec.tile.wgmma && spec.dtype == DType::kF32) return {"flashjit_fwd", "flashjit_fwd_vt"};
+    if (needs_v_transpose(spec)) return {"flashjit_fwd", "flashjit_fwd_vt"};
     return {"flashjit_fwd"};
   }
   return {"flashjit_bwd_main", "flashjit_bwd_preprocess", "flashjit_bwd_dq",

@@ -237,6 +237,8 @@ bool wgmma_supported(const KernelSpec& spec) {
   return spec.head_dim == 64 || spec.head_dim == 128 || spec.head_dim == 256;
 }
 
+bool needs_v_transpose(const KernelSpec& spec) { return spec.tile.wgmma && spec.dtype == DType::kF32; }
+
 bool wgmma_preferred(const KernelSpec& spec) {
   // head_dim 256 compiles without spills but has not run on a GPU yet: it is
   // reachable through an explicit "_wg" tile (FLASHJIT_FWD_TILE) until its
@@ -245,7 +247,7 @@ bool wgmma_preferred(const KernelSpec& spec) {
 }
 
 KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma) {
-  if (spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a) {
+  if (is_sm90(spec.arch)) {
     // sm90a code runs only on sm_90 itself; the mma.sync kernels need none of
     // it, so they stay sm90 and their cache entries are shared.
     spec.arch = allow_wgmma && wgmma_preferred(spec) ? Arch::kSm90a : Arch::kSm90;
@@ -291,7 +293,7 @@ std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool 
               out.push_back(preferred);
               if (all_paths && preferred.tile.wgmma) out.push_back(preferred_spec(s, false));
               // The Hopper kernel where it serves the spec but is not picked yet.
-              if (all_paths && !preferred.tile.wgmma && (arch == Arch::kSm90 || arch == Arch::kSm90a)) {
+              if (all_paths && !preferred.tile.wgmma && is_sm90(arch)) {
                 KernelSpec hopper = s;
                 hopper.arch = Arch::kSm90a;
                 if (wgmma_supported(hopper)) {

@@ -109,6 +109,11 @@ std::vector<KernelSpec> seed_grid_specs(Arch arch);
 /// direction, dtype and head_dim: the forward of bf16/f16 at head_dim 64, 128,
 /// 256 and of f32 with TF32 math at head_dim 64, 128.
 bool wgmma_supported(const KernelSpec& spec);
+/// True for the Hopper kernel's float32 (TF32) specs: their module has a
+/// second kernel, flashjit_fwd_vt, that writes V^T into scratch first.
+bool needs_v_transpose(const KernelSpec& spec);
+/// sm90 or sm90a: the H100/H200 family.
+inline bool is_sm90(Arch a) { return a == Arch::kSm90 || a == Arch::kSm90a; }
 /// True where the runtime picks the Hopper kernel on its own: wgmma_supported
 /// except head_dim 256 (not yet validated on a GPU; an explicit "_wg" tile
 /// reaches it).

@@ -97,7 +97,7 @@ TileConfig fwd_tile_config(const KernelSpec& spec) {
   // is what bounds mma.sync on sm_90 (H200, bf16 D=128, Sq=Sk=8192: 4 warps
   // 335 TFLOP/s, 8 warps 275). Shared memory then decides block_n per arch:
   // Q tile + stages x (K + V) tiles must fit in max_smem_bytes(arch).
-  const bool sm90 = spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a;
+  const bool sm90 = is_sm90(spec.arch);
   const bool small_smem = spec.arch == Arch::kSm86 || spec.arch == Arch::kSm89;  // 99 KiB
   const int d = spec.head_dim;
   if (spec.dtype != DType::kF32) {
@@ -237,7 +237,7 @@ int bwd_smem_bytes(const KernelSpec& spec) {
   const int ds = spec.deterministic ? 0 : t.block_n * bwd_row_bytes(t.block_m, spec);
   // sm_90 stages dQ partial sums (f32 [block_m][head_dim]) for the bulk
   // reduce-add (BwdKernel::DqAccTile).
-  const bool bulk_dq = !spec.deterministic && (spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a);
+  const bool bulk_dq = !spec.deterministic && is_sm90(spec.arch);
   const int dq_stage = bulk_dq ? t.block_m * spec.head_dim * static_cast<int>(sizeof(float)) : 0;
   return core + ds + dq_stage;
 }
@@ -255,7 +255,7 @@ TileConfig bwd_tile_config(const KernelSpec& spec) {
   // registers (no bulk reduce-add), and ptxas spills 8-32 bytes for 16-bit
   // inputs at the query steps above (sm_80 hd128 bm64: 32 B; f16 hd256 bm32:
   // 8 B; sm_86 f16 hd128 bm32: 8 B). These steps spill nothing (ptxas -v):
-  const bool hopper = spec.arch == Arch::kSm90 || spec.arch == Arch::kSm90a;
+  const bool hopper = is_sm90(spec.arch);
   if (!hopper && !spec.deterministic && spec.dtype != DType::kF32) {
     const bool eight_warps = s.tile.num_warps == 8;
     switch (spec.head_dim) {

@@ -262,7 +262,7 @@ Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool d
     KernelSpec tuned = spec;
     tuned.tile = *fwd_tile;
     bool family_ok = fwd_tile->wgmma == spec.tile.wgmma;
-    if (fwd_tile->wgmma && !spec.tile.wgmma && allow_wgmma && (arch == Arch::kSm90 || arch == Arch::kSm90a)) {
+    if (fwd_tile->wgmma && !spec.tile.wgmma && allow_wgmma && is_sm90(arch)) {
       tuned.arch = Arch::kSm90a;
       family_ok = true;
     }
@@ -397,7 +397,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
     // f32 (TF32) reads V^T from stream-ordered scratch, written just before.
     // Batch/head/key counts keep its grid within limits: validate_problem.
     Result<void> ready{};
-    if (spec->dtype == DType::kF32) {
+    if (needs_v_transpose(*spec)) {
       auto pool = impl_->scratch_pool();
       if (!pool) ready = pool.error();
       else {
@@ -441,7 +441,9 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   driver::Dim3 grid{unsigned((n.seqlen_q + t.block_m - 1) / t.block_m), unsigned(n.heads),
                     unsigned(n.batch)};
   driver::Dim3 block{unsigned(threads_per_block(*spec)), 1, 1};
-  if (spec->tile.wgmma && spec->dtype == DType::kF32) {
+  if (needs_v_transpose(*spec)) {
+    const driver::Function* vt_kernel = (*mod)->function("flashjit_fwd_vt");
+    if (vt_kernel == nullptr) return make_error(Status::kInternal, spec->to_string() + ": no flashjit_fwd_vt kernel");
     VtParams vp{};
     vp.v = static_cast<const float*>(a.v.data);
     vp.vt = reinterpret_cast<float*>(vt.ptr);
@@ -454,7 +456,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
     void* vt_args[] = {&vp};
     const driver::Dim3 vt_grid{unsigned(vp.padded_k / kVtKeyBox * (n.head_dim / kVtKeyBox)), unsigned(n.heads),
                                unsigned(n.batch)};
-    if (auto r = driver::launch((*mod)->functions.at(1), vt_grid, driver::Dim3{32, 8, 1}, 0, a.stream, vt_args);
+    if (auto r = driver::launch(*vt_kernel, vt_grid, driver::Dim3{32, 8, 1}, 0, a.stream, vt_args);
         !r) {
       return make_error(r.error().status, fmt::format("launching the V^T kernel of {}: {}", spec->to_string(),
                                                       r.error().message));
@@ -471,7 +473,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
 Result<size_t> Context::forward_scratch_size(const Problem& problem) {
   auto spec = spec_for(problem, Direction::kFwd);
   if (!spec) return spec.error();
-  if (!spec->tile.wgmma || spec->dtype != DType::kF32) return size_t(0);
+  if (!needs_v_transpose(*spec)) return size_t(0);
   return vt_bytes(normalized(problem));
 }
 

@@ -107,13 +107,13 @@ struct Api {
   CUresult (*GraphLaunch)(CUgraphExec, CUstream) = nullptr;
   CUresult (*GraphExecDestroy)(CUgraphExec) = nullptr;
   CUresult (*GraphDestroy)(CUgraph) = nullptr;
-  // CUDA 12.0+; optional (null on older drivers, which then lack the Hopper path).
   // CUDA 11.2+; optional (the TF32 Hopper forward needs them for V^T scratch).
   CUresult (*MemPoolCreate)(void** pool, const void* props) = nullptr;
   CUresult (*MemPoolDestroy)(void* pool) = nullptr;
   CUresult (*MemPoolSetAttribute)(void* pool, int attribute, void* value) = nullptr;
   CUresult (*MemAllocFromPoolAsync)(CUdeviceptr*, size_t, void* pool, CUstream) = nullptr;
   CUresult (*MemFreeAsync)(CUdeviceptr, CUstream) = nullptr;
+  // CUDA 12.0+; optional (null on older drivers, which then lack the Hopper path).
   CUresult (*TensorMapEncodeTiled)(void* map, int data_type, unsigned rank, void* address,
                                    const uint64_t* dims, const uint64_t* strides, const unsigned* box,
                                    const unsigned* element_strides, int interleave, int swizzle,

@@ -156,17 +156,20 @@ struct FwdWgmmaKernel {
   // move to the next column box; a k16 step of 16-bit V is 16 rows = 2 atoms.
   // -------------------------------------------------------------------------
 
+  /// Descriptor of k step `kk` of a K-major operand (Q, K, TF32 V^T) stored
+  /// as column boxes of `box_bytes` from `addr`.
+  static __device__ __forceinline__ unsigned long long k_major_desc(unsigned addr, int kk, int box_bytes) {
+    constexpr int kStepsPerBox = kBoxCols / kKStep;
+    const unsigned off = (kk % kStepsPerBox) * kKStep * int(sizeof(Element));
+    return ptx::smem_desc_sw128(addr + (kk / kStepsPerBox) * box_bytes + off, 16, kSwizzleAtomBytes);
+  }
+
   /// Issues S = Q K^T (this consumer's 64 rows x kBlockN keys) and commits it.
   static __device__ __forceinline__ void issue_qk(float (&acc_s)[kSRegs], unsigned q_addr, unsigned k_addr) {
-    constexpr int kStepsPerBox = kBoxCols / kKStep;
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / kKStep; ++kk) {
-      const unsigned off = (kk % kStepsPerBox) * kKStep * int(sizeof(Element));
-      const unsigned long long a =
-          ptx::smem_desc_sw128(q_addr + (kk / kStepsPerBox) * kQBoxBytes + off, 16, kSwizzleAtomBytes);
-      const unsigned long long b =
-          ptx::smem_desc_sw128(k_addr + (kk / kStepsPerBox) * kKBoxBytes + off, 16, kSwizzleAtomBytes);
-      ptx::wgmma_ss(acc_s, a, b, kk > 0, Element{});
+      ptx::wgmma_ss(acc_s, k_major_desc(q_addr, kk, kQBoxBytes), k_major_desc(k_addr, kk, kKBoxBytes), kk > 0,
+                    Element{});
     }
     ptx::wgmma_commit();
   }
@@ -178,12 +181,8 @@ struct FwdWgmmaKernel {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / kKStep; ++kk) {
       const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-      if constexpr (kIsTf32) {  // V^T, K-major: like K in issue_qk
-        constexpr int kStepsPerBox = kBoxCols / kKStep;
-        const unsigned off = (kk % kStepsPerBox) * kKStep * int(sizeof(Element));
-        const unsigned long long b =
-            ptx::smem_desc_sw128(v_addr + (kk / kStepsPerBox) * kVBoxBytes + off, 16, kSwizzleAtomBytes);
-        ptx::wgmma_rs(acc_o, a, b, true, Element{});
+      if constexpr (kIsTf32) {
+        ptx::wgmma_rs(acc_o, a, k_major_desc(v_addr, kk, kVBoxBytes), true, Element{});
       } else {
         const unsigned long long b =
             ptx::smem_desc_sw128(v_addr + kk * kKStep * kRowBytes, kVBoxBytes, kSwizzleAtomBytes);
