@@ -239,18 +239,11 @@ bool wgmma_supported(const KernelSpec& spec) {
 
 bool needs_v_transpose(const KernelSpec& spec) { return spec.tile.wgmma && spec.dtype == DType::kF32; }
 
-bool wgmma_preferred(const KernelSpec& spec) {
-  // head_dim 256 compiles without spills but has not run on a GPU yet: it is
-  // reachable through an explicit "_wg" tile (FLASHJIT_FWD_TILE) until its
-  // correctness tests and timings are in.
-  return wgmma_supported(spec) && spec.head_dim != 256;
-}
-
 KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma) {
   if (is_sm90(spec.arch)) {
     // sm90a code runs only on sm_90 itself; the mma.sync kernels need none of
     // it, so they stay sm90 and their cache entries are shared.
-    spec.arch = allow_wgmma && wgmma_preferred(spec) ? Arch::kSm90a : Arch::kSm90;
+    spec.arch = allow_wgmma && wgmma_supported(spec) ? Arch::kSm90a : Arch::kSm90;
   }
   spec.tile = choose_tile_config(spec);
   return spec;
@@ -263,8 +256,7 @@ uint64_t KernelSpec::hash() const {
 
 namespace {
 
-// all_paths: also the mma.sync spec where the Hopper kernel is preferred, and
-// the Hopper spec where it is supported but not preferred.
+// all_paths: also the mma.sync spec where the Hopper kernel is preferred.
 std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool with_f16,
                              bool with_det, bool all_paths) {
   struct Math { DType dtype; Precision precision; };
@@ -292,15 +284,6 @@ std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool 
               const KernelSpec preferred = preferred_spec(s);
               out.push_back(preferred);
               if (all_paths && preferred.tile.wgmma) out.push_back(preferred_spec(s, false));
-              // The Hopper kernel where it serves the spec but is not picked yet.
-              if (all_paths && !preferred.tile.wgmma && is_sm90(arch)) {
-                KernelSpec hopper = s;
-                hopper.arch = Arch::kSm90a;
-                if (wgmma_supported(hopper)) {
-                  hopper.tile = choose_tile_config(hopper);
-                  out.push_back(hopper);
-                }
-              }
             }
           }
         }

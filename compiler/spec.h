@@ -114,19 +114,14 @@ bool wgmma_supported(const KernelSpec& spec);
 bool needs_v_transpose(const KernelSpec& spec);
 /// sm90 or sm90a: the H100/H200 family.
 inline bool is_sm90(Arch a) { return a == Arch::kSm90 || a == Arch::kSm90a; }
-/// True where the runtime picks the Hopper kernel on its own: wgmma_supported
-/// except head_dim 256 (not yet validated on a GPU; an explicit "_wg" tile
-/// reaches it).
-bool wgmma_preferred(const KernelSpec& spec);
 /// The spec the runtime launches for `spec` on its GPU, tile from the policy.
-/// On sm90/sm90a: the Hopper kernel (arch sm90a) where wgmma_preferred and
+/// On sm90/sm90a: the Hopper kernel (arch sm90a) where wgmma_supported and
 /// `allow_wgmma`, else the mma.sync kernels (arch sm90). Other archs unchanged.
 KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma = true);
 /// Every supported (direction, dtype, precision, head_dim, causal, padding)
 /// combination for `arch`, tile config from the policy. For sm90 that is the
 /// preferred spec of each (preferred_spec) and also, where the Hopper kernel
-/// is preferred, the mma.sync spec that forcing the mma path selects, and
-/// where it is supported but not preferred, the Hopper spec.
+/// is preferred, the mma.sync spec that forcing the mma path selects.
 std::vector<KernelSpec> all_supported_specs(Arch arch);
 
 }  // namespace flashjit

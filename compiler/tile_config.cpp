@@ -41,8 +41,10 @@ TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   // the 16-bit rate, so the softmax hides more easily behind fewer keys:
   //  - D = 128: 64 keys, two stages (194 KiB; 128 keys would need 258 KiB).
   //  - D = 64: 128 keys, two stages (162 KiB).
-  //  - bf16/f16 D = 256 (not yet measured): O is 128 registers per consumer
-  //    thread, so 64 keys (S 32, P 16) and two stages (194 KiB).
+  //  - bf16/f16 D = 256: O is 128 registers per consumer thread, so 64 keys
+  //    (S 32, P 16) and two stages (194 KiB). Run 11 (bench/results/
+  //    2026-12-03-h200-run11): s8192 690 TFLOP/s (mma.sync 232, cuDNN 678),
+  //    causal 598 (cuDNN 653).
   TileConfig t;
   if (spec.head_dim > 128) {
     t = TileConfig{128, 64, 12, 2};

@@ -255,18 +255,11 @@ Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool d
   spec.deterministic = direction == Direction::kBwd && deterministic;
   spec = preferred_spec(spec, allow_wgmma);
   if (direction == Direction::kFwd && fwd_tile) {
-    // A tile of the other kernel family applies only where that family
-    // serves the spec: an mma.sync tile never replaces the Hopper kernel's;
-    // a "_wg" tile reaches the Hopper kernel where the policy does not pick
-    // it yet (head_dim 256), unless the mma path is forced.
+    // A tile applies only to its own kernel family: an mma.sync tile never
+    // replaces the Hopper kernel's, nor a "_wg" tile the mma.sync kernel's.
     KernelSpec tuned = spec;
     tuned.tile = *fwd_tile;
-    bool family_ok = fwd_tile->wgmma == spec.tile.wgmma;
-    if (fwd_tile->wgmma && !spec.tile.wgmma && allow_wgmma && is_sm90(arch)) {
-      tuned.arch = Arch::kSm90a;
-      family_ok = true;
-    }
-    if (family_ok && validate_tile_config(tuned)) spec = tuned;
+    if (fwd_tile->wgmma == spec.tile.wgmma && validate_tile_config(tuned)) spec = tuned;
   }
   // Even only if both lengths are multiples of the tile (which does not
   // depend on the padding) and every batch entry has all seqlen_k keys.

@@ -141,8 +141,7 @@ struct ContextOptions {
   bool force_mma = false;
   /// Tile tuning: the forward uses this tile instead of the policy's wherever
   /// it is valid for the spec: an mma.sync tile only where the policy picks
-  /// mma.sync, a "_wg" tile wherever the Hopper kernel serves the spec (also
-  /// where the policy does not pick it yet: head_dim 256; not with force_mma), e.g.
+  /// mma.sync, a "_wg" tile only where it picks the Hopper kernel, e.g.
   /// {128, 128, 12, 3, true}. The environment variable FLASHJIT_FWD_TILE
   /// (e.g. "bm128_bn128_w12_s3_wg") sets it too. Launch reports name the tile.
   std::optional<TileConfig> fwd_tile;

@@ -136,9 +136,9 @@ TEST_CASE("NVRTC compiles every supported spec on every arch with no spills", "[
   for (Arch arch : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90}) {
     for (const KernelSpec& s : all_supported_specs(arch)) specs.push_back(s);
   }
-  // sm90 lists the Hopper forward (bf16/f16/f32-tf32 x hd 64, 128 x causal x
-  // padding) beside the mma.sync spec that forcing the mma path selects, and
-  // the not yet preferred Hopper forward of bf16/f16 at hd 256.
+  // sm90 lists the Hopper forward (bf16/f16/f32-tf32 x hd 64, 128 and
+  // bf16/f16 x hd 256, x causal x padding) beside the mma.sync spec that
+  // forcing the mma path selects.
   REQUIRE(all_supported_specs(Arch::kSm90).size() == all_supported_specs(Arch::kSm80).size() + 24 + 8);
   REQUIRE(specs.size() == 3 * all_supported_specs(Arch::kSm80).size() + all_supported_specs(Arch::kSm90).size());
   check_all(compile_all(specs));

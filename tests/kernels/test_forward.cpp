@@ -356,27 +356,23 @@ TEST_CASE("forward: f32 on the Hopper kernel captured in a CUDA graph matches th
   check_case(c);       // and the eager path is right against the float64 reference
 }
 
-TEST_CASE("forward: head_dim 256 on the Hopper kernel through an explicit _wg tile", "[gpu][fwd]") {
-  // Not yet the policy's choice (wgmma_preferred): reached through the tile knob.
+TEST_CASE("forward: head_dim 256 on the Hopper kernel", "[gpu][fwd]") {
   const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
   if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
     WARN("the Hopper kernel does not apply here");
     return;
   }
-  ContextOptions options;
-  options.fwd_tile = TileConfig{128, 64, 12, 2, true};
-  auto ctx = Context::create(options);
-  REQUIRE(ctx.ok());
+  Context& ctx = shared_context();
   for (DType dt : {DType::kBF16, DType::kF16}) {
     struct Len { int sq, sk; bool causal; };
     for (const Len& l : {Len{128, 128, false}, Len{17, 17, true}, Len{600, 1500, true}, Len{1500, 600, true},
                          Len{300, 333, false}, Len{1024, 1024, false}}) {
       const AttentionCase c = make_case(dt, Precision::kNative, 256, l.sq, l.sk, l.causal, 31 + l.sq);
-      auto spec = (*ctx)->spec_for(c.problem(), Direction::kFwd);
+      auto spec = ctx.spec_for(c.problem(), Direction::kFwd);
       REQUIRE(spec.ok());
       INFO(spec->to_string());
       CHECK(spec->tile.wgmma);
-      check_case(c, **ctx);
+      check_case(c, ctx);
     }
   }
 }

@@ -211,12 +211,11 @@ TEST_CASE("forward_scratch_size: V^T bytes for f32 on the Hopper kernel, else 0"
   CHECK((*mma)->forward_scratch_size(p).value() == 0);
 }
 
-TEST_CASE("a _wg tile reaches the Hopper kernel where it is supported but not preferred (head_dim 256)", "[jit]") {
+TEST_CASE("head_dim 256 takes the Hopper kernel on sm_90; a _wg tile never reaches a spec it does not serve", "[jit]") {
   TempDir dir;
   ContextOptions o;
   o.cache.dir = dir.path;
   o.arch = Arch::kSm90;
-  o.fwd_tile = TileConfig{128, 64, 12, 2, true};
   auto ctx = Context::create(o);
   REQUIRE(ctx.ok());
   Problem p;
@@ -224,25 +223,25 @@ TEST_CASE("a _wg tile reaches the Hopper kernel where it is supported but not pr
   auto d256 = (*ctx)->spec_for(p, Direction::kFwd);
   REQUIRE(d256.ok());
   CHECK(d256->to_string() == "fwd_bf16_d256_noncausal_padded_sm90a_bm128_bn64_w12_s2_wg");
-  // Where the Hopper kernel does not serve the spec the policy's tile stays.
+  // A _wg tile where the Hopper kernel does not serve the spec: the policy's
+  // mma.sync tile stays.
+  o.fwd_tile = TileConfig{128, 64, 12, 2, true};
+  auto tiled = Context::create(o);
+  REQUIRE(tiled.ok());
   p.head_dim = 96;
-  CHECK_FALSE((*ctx)->spec_for(p, Direction::kFwd).value().tile.wgmma);
+  CHECK_FALSE((*tiled)->spec_for(p, Direction::kFwd).value().tile.wgmma);
   p.head_dim = 128;
   p.dtype = DType::kF32;
   p.precision = Precision::kIEEE;
-  CHECK_FALSE((*ctx)->spec_for(p, Direction::kFwd).value().tile.wgmma);
-  CHECK_FALSE((*ctx)->spec_for(p, Direction::kBwd).value().tile.wgmma);
-  // Without the knob, or with the mma path forced, head_dim 256 runs mma.sync.
+  CHECK_FALSE((*tiled)->spec_for(p, Direction::kFwd).value().tile.wgmma);
+  CHECK_FALSE((*tiled)->spec_for(p, Direction::kBwd).value().tile.wgmma);
+  // With the mma path forced, head_dim 256 runs mma.sync even with a _wg tile.
   p.dtype = DType::kBF16;
   p.precision = Precision::kNative;
   p.head_dim = 256;
-  o.fwd_tile.reset();
-  auto plain = Context::create(o);
-  REQUIRE(plain.ok());
-  CHECK((*plain)->spec_for(p, Direction::kFwd).value().arch == Arch::kSm90);
-  o.fwd_tile = TileConfig{128, 64, 12, 2, true};
   o.force_mma = true;
   auto forced = Context::create(o);
   REQUIRE(forced.ok());
   CHECK_FALSE((*forced)->spec_for(p, Direction::kFwd).value().tile.wgmma);
+  CHECK((*forced)->spec_for(p, Direction::kFwd).value().arch == Arch::kSm90);
 }
