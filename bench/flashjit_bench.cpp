@@ -685,6 +685,7 @@ void Bench::correctness_launch(const RowSpec& r, const Problem& p, const SetLayo
   }
   LaunchInfo info;
   launch(p, s, l.backward, ws, ws_bytes, l.backward, &info);
+  row["grid_ctas"] = info.grid_ctas;
   must(driver::stream_synchronize(stream_), "running the correctness launch");
   if (info.compile.outcome != CacheOutcome::kMemoryHit)
     row["launch_cache"] = to_string(info.compile.outcome);  // spec_for/load did not match forward()

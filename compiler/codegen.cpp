@@ -56,8 +56,9 @@ std::string forward_wgmma_source(const KernelSpec& spec) {
       "{vt_include}"
       "namespace flashjit_generated {{\n"
       "{prelude}"
+      "constexpr bool kOApart = {o_apart};\n"
       "using Kernel = flashjit::FwdWgmmaKernel<Element, kHeadDim, kBlockM, kBlockN, kStages, kIsCausal,\n"
-      "                                        kIsEven, kSmemBytes>;\n"
+      "                                        kIsEven, kOApart, kSmemBytes>;\n"
       "}}  // namespace flashjit_generated\n"
       "extern \"C\" __global__ void __launch_bounds__(flashjit_generated::Kernel::kThreads,\n"
       "                                               flashjit_generated::Kernel::kMinBlocksPerSM)\n"
@@ -66,6 +67,7 @@ std::string forward_wgmma_source(const KernelSpec& spec) {
       "}}\n"
       "{vt_entry}",
       fmt::arg("spec", spec.to_string()), fmt::arg("prelude", common_prelude(spec)),
+      fmt::arg("o_apart", fwd_wgmma_o_apart(spec) ? "true" : "false"),
       fmt::arg("vt_include", tf32 ? "#include \"flashjit/v_transpose.cuh\"\n" : ""),
       fmt::arg("vt_entry",
                tf32 ? "extern \"C\" __global__ void __launch_bounds__(256)\n"

@@ -57,17 +57,51 @@ TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   return t;
 }
 
-int fwd_wgmma_smem_bytes(const KernelSpec& spec) {
-  // FwdWgmmaKernel::SharedStorage: Q [block_m][D] and kStages x (K and V
-  // [block_n][D]) in 1024-aligned boxes, then the mbarriers, which the
-  // struct's 1024-byte alignment rounds up to 1024; plus 1024 bytes of slack
-  // to align the dynamic shared-memory base by hand.
-  constexpr int kBarrierBlock = 1024;
-  constexpr int kAlignSlack = 1024;
+// Q [block_m][D] and kStages x (K and V [block_n][D]), in bytes.
+int fwd_wgmma_tile_bytes(const KernelSpec& spec) {
   const TileConfig& t = spec.tile;
   const int d = spec.head_dim;
-  return (t.block_m * d + 2 * t.num_stages * t.block_n * d) * dtype_size(spec.dtype) + kBarrierBlock +
-         kAlignSlack;
+  return (t.block_m * d + 2 * t.num_stages * t.block_n * d) * dtype_size(spec.dtype);
+}
+
+// The mbarriers, which the struct's 1024-byte alignment rounds up to 1024,
+// and 1024 bytes of slack to align the dynamic shared-memory base by hand.
+constexpr int kWgmmaBarrierBlock = 1024;
+constexpr int kWgmmaAlignSlack = 1024;
+
+}  // namespace
+
+bool fwd_wgmma_o_apart(const KernelSpec& spec) {
+  const int o_bytes = spec.tile.block_m * spec.head_dim * dtype_size(spec.dtype);
+  return fwd_wgmma_tile_bytes(spec) + o_bytes + kWgmmaBarrierBlock + kWgmmaAlignSlack <=
+         max_smem_bytes(Arch::kSm90a);
+}
+
+bool fwd_wgmma_persistent(const KernelSpec& spec) {
+  // Run 13 (bench/results/2026-12-04-h200-run13, bf16, B4 H8, the same binary
+  // with each grid, passes interleaved):
+  //  - Non-causal with O apart: every tile costs the same, so the static
+  //    schedule is balanced and the next tile's Q and K land while this one
+  //    stores O: persistent is faster up to s4096 (d64 s1500 384 vs 348
+  //    TFLOP/s, s3000 436 vs 407; d128 s1500 566 vs 517, s4096 664 vs 637)
+  //    and within noise at s8192.
+  //  - Causal: tiles differ in length, and a static round robin leaves some
+  //    CTAs with more work; one CTA per tile, which the hardware hands out
+  //    as SMs free up, is faster (d128 s3000 515 vs 483, d256 s4096 591 vs 501).
+  //  - O staged in Q's rows (f32 d128, 16-bit d256): the next Q waits for the
+  //    O store, nothing overlaps, and one CTA per tile measured faster (d256
+  //    s4096 681 vs 659).
+  // f32 (TF32) is not measured yet: one CTA per tile, as before.
+  return !spec.causal && spec.dtype != DType::kF32 && fwd_wgmma_o_apart(spec);
+}
+
+namespace {
+
+int fwd_wgmma_smem_bytes(const KernelSpec& spec) {
+  // FwdWgmmaKernel::SharedStorage: the tiles, O's staging tile where it fits
+  // beside them (fwd_wgmma_o_apart), the barrier block, the slack.
+  const int o_bytes = fwd_wgmma_o_apart(spec) ? spec.tile.block_m * spec.head_dim * dtype_size(spec.dtype) : 0;
+  return fwd_wgmma_tile_bytes(spec) + o_bytes + kWgmmaBarrierBlock + kWgmmaAlignSlack;
 }
 
 Result<void> validate_wgmma_tile(const KernelSpec& spec) {

@@ -29,6 +29,15 @@ int smem_bytes(const KernelSpec& spec);
 /// (flashjit_bwd_dq, used in deterministic mode); passed as kDqSmemBytes.
 int bwd_dq_smem_bytes(const KernelSpec& spec);
 
+/// Hopper forward: true where O's staging tile fits in shared memory beside
+/// Q and the K/V ring, so the next tile's Q can land while O is stored
+/// (else O is staged in the Q tile); passed as kOApart.
+bool fwd_wgmma_o_apart(const KernelSpec& spec);
+
+/// Hopper forward: true where a persistent grid (one CTA per SM walking the
+/// (query block, head, batch) tiles) measured faster than one CTA per tile.
+bool fwd_wgmma_persistent(const KernelSpec& spec);
+
 /// Largest dynamic shared memory per block on the arch (bytes, after opt-in).
 int max_smem_bytes(Arch arch);
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdlib>
 #include <cmath>
 #include <iterator>
@@ -172,6 +173,7 @@ struct Context::Impl {
   ContextOptions options;
   Arch arch = Arch::kSm90;
   bool have_device = false;
+  int sm_count = 0;  ///< the persistent Hopper forward launches one CTA per SM
   Error device_error;
   std::unique_ptr<Jit> jit;
   // Stream-ordered pool for per-call scratch (V^T of the TF32 Hopper
@@ -218,6 +220,7 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
     auto arch = arch_from_compute_capability(info->cc_major, info->cc_minor);
     if (!arch && !impl.options.arch) return arch.error();
     impl.arch = arch ? *arch : *impl.options.arch;
+    impl.sm_count = info->sm_count;
     impl.have_device = true;
   } else {
     impl.device_error = r.error();
@@ -230,6 +233,16 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
     auto tile = parse_tile_config(env);
     if (!tile) return make_error(Status::kInvalidArgument, "FLASHJIT_FWD_TILE: " + tile.error().message);
     impl.options.fwd_tile = *tile;
+  }
+  if (const char* env = std::getenv("FLASHJIT_FWD_SCHEDULE"); env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v == "auto") impl.options.fwd_schedule = FwdSchedule::kAuto;
+    else if (v == "persistent") impl.options.fwd_schedule = FwdSchedule::kPersistent;
+    else if (v == "tiles") impl.options.fwd_schedule = FwdSchedule::kOneTilePerCta;
+    else {
+      return make_error(Status::kInvalidArgument,
+                        "FLASHJIT_FWD_SCHEDULE: expected auto, persistent or tiles; got \"" + v + "\"");
+    }
   }
   impl.jit = std::make_unique<Jit>(impl.options.cache, impl.options.on_warning, impl.options.on_compile);
   return ctx;
@@ -390,7 +403,10 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
     // f32 (TF32) reads V^T from stream-ordered scratch, written just before.
     // Batch/head/key counts keep its grid within limits: validate_problem.
     Result<void> ready{};
-    if (needs_v_transpose(*spec)) {
+    const long long tiles = (long long)((n.seqlen_q + spec->tile.block_m - 1) / spec->tile.block_m) * n.heads * n.batch;
+    if (tiles > std::numeric_limits<int>::max()) {
+      ready = make_error(Status::kInvalidArgument, fmt::format("{} tiles overflow the persistent schedule's int", tiles));
+    } else if (needs_v_transpose(*spec)) {
       auto pool = impl_->scratch_pool();
       if (!pool) ready = pool.error();
       else {
@@ -433,6 +449,18 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   const TileConfig& t = spec->tile;
   driver::Dim3 grid{unsigned((n.seqlen_q + t.block_m - 1) / t.block_m), unsigned(n.heads),
                     unsigned(n.batch)};
+  if (t.wgmma) {
+    // The kernel walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...: a grid
+    // of one CTA per SM makes it persistent, a grid of one CTA per tile
+    // leaves the scheduling to the hardware (fwd_wgmma.cuh).
+    const long long tiles = (long long)grid.x * grid.y * grid.z;
+    const FwdSchedule sched = impl_->options.fwd_schedule;
+    const bool persistent =
+        impl_->sm_count > 0 &&
+        (sched == FwdSchedule::kPersistent ||
+         (sched == FwdSchedule::kAuto && fwd_wgmma_persistent(*spec)));
+    grid = {unsigned(persistent ? std::min<long long>(tiles, impl_->sm_count) : tiles), 1, 1};
+  }
   driver::Dim3 block{unsigned(threads_per_block(*spec)), 1, 1};
   if (needs_v_transpose(*spec)) {
     const driver::Function* vt_kernel = (*mod)->function("flashjit_fwd_vt");
@@ -456,6 +484,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
     }
   }
   tma_params.p = params;
+  info.grid_ctas = (long long)grid.x * grid.y * grid.z;
   void* args[] = {spec->tile.wgmma ? static_cast<void*>(&tma_params) : static_cast<void*>(&params)};
   if (auto r = driver::launch((*mod)->functions.front(), grid, block, (*mod)->smem_bytes, a.stream, args); !r) {
     return make_error(r.error().status, fmt::format("launching {}: {}", spec->to_string(), r.error().message));

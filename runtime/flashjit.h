@@ -79,6 +79,9 @@ struct CompileRecord {
 struct LaunchInfo {
   KernelSpec spec;
   CompileRecord compile;
+  /// CTAs of the main kernel's grid (the Hopper forward's persistent grid
+  /// launches at most one per SM; see ContextOptions::fwd_schedule).
+  long long grid_ctas = 0;
 };
 
 struct ForwardArgs {
@@ -125,6 +128,9 @@ struct ForwardBackwardInfo {
   LaunchInfo backward;
 };
 
+/// Grid of the Hopper forward (ContextOptions::fwd_schedule).
+enum class FwdSchedule { kAuto, kPersistent, kOneTilePerCta };
+
 /// Options of a Context.
 struct ContextOptions {
   int device = 0;
@@ -145,6 +151,12 @@ struct ContextOptions {
   /// {128, 128, 12, 3, true}. The environment variable FLASHJIT_FWD_TILE
   /// (e.g. "bm128_bn128_w12_s3_wg") sets it too. Launch reports name the tile.
   std::optional<TileConfig> fwd_tile;
+  /// How the Hopper forward spreads its (query block, head, batch) tiles over
+  /// CTAs: kAuto takes the tile policy's choice (fwd_wgmma_persistent),
+  /// kPersistent one CTA per SM walking a static schedule, kOneTilePerCta a
+  /// CTA per tile that the hardware schedules. The environment variable
+  /// FLASHJIT_FWD_SCHEDULE=auto|persistent|tiles sets it too.
+  FwdSchedule fwd_schedule = FwdSchedule::kAuto;
 };
 
 class Jit;

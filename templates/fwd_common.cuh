@@ -33,14 +33,13 @@ struct Block {
   int n_mask_begin;   ///< tiles from here on need the mask
 };
 
-/// grid = (ceil(Sq / kBlockM), heads, batch).
+/// The block of query rows [m_block * kBlockM, +kBlockM) of (batch b, head h).
 template <int kBlockM, int kBlockN, bool kIsCausal, bool kIsEven>
-__device__ __forceinline__ Block locate_block(const FwdParams& params) {
+__device__ __forceinline__ Block make_block(const FwdParams& params, int m_block, int h, int b) {
   Block blk;
-  // Causal: the last M blocks see the most keys; launch them first.
-  blk.m_block = kIsCausal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  blk.h = blockIdx.y;
-  blk.b = blockIdx.z;
+  blk.m_block = m_block;
+  blk.h = h;
+  blk.b = b;
   // kIsEven promises no per-batch key lengths (the host only passes
   // seqlens_k to padded specializations).
   blk.seqlen_k = (!kIsEven && params.seqlens_k != nullptr) ? params.seqlens_k[blk.b] : params.seqlen_k;
@@ -61,6 +60,14 @@ __device__ __forceinline__ Block locate_block(const FwdParams& params) {
     blk.n_mask_begin = imin(blk.n_mask_begin, imax(0, first_hidden) / kBlockN);
   }
   return blk;
+}
+
+/// grid = (ceil(Sq / kBlockM), heads, batch), one block per CTA.
+template <int kBlockM, int kBlockN, bool kIsCausal, bool kIsEven>
+__device__ __forceinline__ Block locate_block(const FwdParams& params) {
+  // Causal: the last M blocks see the most keys; launch them first.
+  const int m_block = kIsCausal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  return make_block<kBlockM, kBlockN, kIsCausal, kIsEven>(params, m_block, blockIdx.y, blockIdx.z);
 }
 
 }  // namespace fwd

@@ -2,12 +2,16 @@
 //
 //   O = softmax(scale * Q K^T + mask) V,  lse = log(sum(exp(scale * Q K^T + mask)))
 //
-// One CTA computes one (kBlockM x D) tile of O for one (batch, head) with
-// three warpgroups:
+// The kernel is persistent: one CTA per SM walks (kBlockM x D) tiles of O,
+// each one query block of one (batch, head), with three warpgroups:
 //  - the producer (warpgroup 0) gives its registers away (setmaxnreg) and one
-//    thread issues TMA loads: Q once, then K and V tiles of kBlockN keys into a
-//    kStages-deep ring, each slot with a "full" mbarrier (TMA bytes landed) and
-//    an "empty" one (every consumer warp is done reading it);
+//    thread issues TMA loads: per tile Q, then K and V tiles of kBlockN keys
+//    into a kStages-deep ring, each slot with a "full" mbarrier (TMA bytes
+//    landed) and an "empty" one (every consumer warp is done reading it). The
+//    ring runs on across tiles, so the next tile's K and V (and, where O has
+//    its own staging tile, its Q) load while this tile's last products and
+//    its epilogue run: short sequences pay the pipeline's fill and drain once
+//    per CTA, not once per tile;
 //  - two consumer warpgroups own 64 query rows each (the wgmma M). Per K/V
 //    tile: S = Q K^T (wgmma, both operands in shared memory), the online
 //    softmax in registers, O += P V (wgmma with P in registers as the A
@@ -23,12 +27,15 @@
 //    and the softmax of tile n runs while P V is still in flight;
 //  - between warpgroups (ping-pong), two named barriers hand the tensor cores
 //    back and forth, so one warpgroup's products run during the other's softmax.
-// The epilogue writes O through the consumer's rows of the Q tile (now free)
-// and one TMA store per 64 columns; out-of-range rows are clipped by the TMA.
+// The epilogue writes O into a staging tile (its own where shared memory
+// allows, kOApart, else the consumer's rows of the Q tile, which then hold
+// up the next Q load until the store has read them) and leaves through one
+// TMA store per 64 columns; out-of-range rows are clipped by the TMA.
 //
-// Launch contract: grid = (ceil(Sq / kBlockM), heads, batch), block = kThreads,
-// dynamic shared memory = kSmemBytes, one __grid_constant__ FwdTmaParams whose
-// tensor maps are described in params.cuh. The softmax scale must be positive.
+// Launch contract: grid = min(tiles, SMs) x 1 x 1 with tiles =
+// ceil(Sq / kBlockM) * heads * batch, block = kThreads, dynamic shared memory
+// = kSmemBytes, one __grid_constant__ FwdTmaParams whose tensor maps are
+// described in params.cuh. The softmax scale must be positive.
 #pragma once
 
 #include "flashjit/fwd_common.cuh"
@@ -39,7 +46,7 @@
 namespace flashjit {
 
 template <class Element, int kHeadDim, int kBlockM, int kBlockN, int kStages, bool kIsCausal, bool kIsEven,
-          int kSmemBytes>
+          bool kOApart, int kSmemBytes>
 struct FwdWgmmaKernel {
   static constexpr bool kIsTf32 = kIsSame<Element, float>;
   static_assert(kIsSame<Element, bf16_t> || kIsSame<Element, f16_t> || kIsTf32,
@@ -78,11 +85,17 @@ struct FwdWgmmaKernel {
   static constexpr int kVBoxRows = kIsTf32 ? kHeadDim : kBlockN;
   static constexpr int kVBoxBytes = kVBoxRows * kRowBytes;
 
+  struct OTile {
+    alignas(1024) Element o[kColBoxes][kBlockM][kBoxCols];
+  };
+  struct NoOTile {};
   struct SharedStorage {
     alignas(1024) Element q[kColBoxes][kBlockM][kBoxCols];
     alignas(1024) Element k[kStages][kColBoxes][kBlockN][kBoxCols];
     alignas(1024) Element v[kStages][kVBoxes][kVBoxRows][kBoxCols];
+    Conditional<kOApart, OTile, NoOTile> o_tile;
     unsigned long long q_full;
+    unsigned long long q_empty;
     unsigned long long k_full[kStages];
     unsigned long long k_empty[kStages];
     unsigned long long v_full[kStages];
@@ -105,47 +118,106 @@ struct FwdWgmmaKernel {
   // P: 64 x kBlockN, packed 16-bit pairs or one TF32 per register.
   static constexpr int kPRegs = kIsTf32 ? kBlockN / 2 : kBlockN / 4;
 
+  // q_empty: with O apart, every consumer warp arrives once its last S = Q K^T
+  // of the tile is done; else one thread per consumer, once the TMA store
+  // has read O out of the consumer's Q rows.
+  static constexpr int kQEmptyArrivals = kOApart ? kConsumers * kWarpgroupThreads / 32 : kConsumers;
+
   using Block = fwd::Block;
+
+  // -------------------------------------------------------------------------
+  // The persistent schedule: CTA i takes tiles i, i + gridDim.x, ... Every
+  // thread walks the same sequence, so the producer and the consumers agree
+  // on it without talking.
+  // -------------------------------------------------------------------------
+  static __device__ __forceinline__ int m_blocks(const FwdParams& p) { return (p.seqlen_q + kBlockM - 1) / kBlockM; }
+  static __device__ __forceinline__ int num_tiles(const FwdParams& p) { return m_blocks(p) * p.heads * p.batch; }
+
+  static __device__ __forceinline__ Block tile_block(const FwdParams& p, int tile) {
+    const int mb = m_blocks(p);
+    const int heads_batches = p.heads * p.batch;
+    int m_block, bh;
+    if constexpr (kIsCausal) {
+      // Longest first: the last query blocks of every head see the most keys,
+      // so the short ones fill in the end of the schedule.
+      m_block = mb - 1 - tile / heads_batches;
+      bh = tile % heads_batches;
+    } else {
+      // The query blocks of one head side by side: they read the same K and V
+      // at about the same time, from L2.
+      m_block = tile % mb;
+      bh = tile / mb;
+    }
+    return fwd::make_block<kBlockM, kBlockN, kIsCausal, kIsEven>(p, m_block, bh % p.heads, bh / p.heads);
+  }
 
   // -------------------------------------------------------------------------
   // Producer: one thread, TMA only.
   // -------------------------------------------------------------------------
-  static __device__ __forceinline__ void produce(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk) {
-    constexpr unsigned kQBytes = kBlockM * kHeadDim * sizeof(Element);
+  static __device__ __forceinline__ void load_k(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
+                                                int n, int it) {
     constexpr unsigned kKVBytes = kBlockN * kHeadDim * sizeof(Element);
-    if (blk.n_tiles == 0) return;
-    const unsigned q_full = ptx::smem_u32(&smem.q_full);
-    ptx::mbarrier_arrive_expect_tx(q_full, kQBytes);
+    const int s = it % kStages;
+    const unsigned full = ptx::smem_u32(&smem.k_full[s]);
+    ptx::mbarrier_wait(ptx::smem_u32(&smem.k_empty[s]), ((it / kStages) & 1) ^ 1);
+    ptx::mbarrier_arrive_expect_tx(full, kKVBytes);
 #pragma unroll
     for (int cb = 0; cb < kColBoxes; ++cb) {
-      ptx::tma_load_4d(ptx::smem_u32(&smem.q[cb][0][0]), &tp.tma_q, q_full, cb * kBoxCols,
-                       blk.m_block * kBlockM, blk.h, blk.b);
+      ptx::tma_load_4d(ptx::smem_u32(&smem.k[s][cb][0][0]), &tp.tma_k, full, cb * kBoxCols, n * kBlockN, blk.h,
+                       blk.b);
     }
-#pragma unroll 1
-    for (int n = 0; n < blk.n_tiles; ++n) {
-      const int s = n % kStages;
-      const unsigned free_parity = ((n / kStages) & 1) ^ 1;
-      const unsigned k_full = ptx::smem_u32(&smem.k_full[s]);
-      ptx::mbarrier_wait(ptx::smem_u32(&smem.k_empty[s]), free_parity);
-      ptx::mbarrier_arrive_expect_tx(k_full, kKVBytes);
+  }
+
+  static __device__ __forceinline__ void load_v(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
+                                                int n, int it) {
+    constexpr unsigned kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+    const int s = it % kStages;
+    const unsigned full = ptx::smem_u32(&smem.v_full[s]);
+    ptx::mbarrier_wait(ptx::smem_u32(&smem.v_empty[s]), ((it / kStages) & 1) ^ 1);
+    ptx::mbarrier_arrive_expect_tx(full, kKVBytes);
 #pragma unroll
-      for (int cb = 0; cb < kColBoxes; ++cb) {
-        ptx::tma_load_4d(ptx::smem_u32(&smem.k[s][cb][0][0]), &tp.tma_k, k_full, cb * kBoxCols, n * kBlockN,
+    for (int vb = 0; vb < kVBoxes; ++vb) {
+      if constexpr (kIsTf32) {  // V^T: (key, d, h, b)
+        ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][vb][0][0]), &tp.tma_v, full, n * kBlockN + vb * kBoxCols, 0,
+                         blk.h, blk.b);
+      } else {
+        ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][vb][0][0]), &tp.tma_v, full, vb * kBoxCols, n * kBlockN,
                          blk.h, blk.b);
       }
-      const unsigned v_full = ptx::smem_u32(&smem.v_full[s]);
-      ptx::mbarrier_wait(ptx::smem_u32(&smem.v_empty[s]), free_parity);
-      ptx::mbarrier_arrive_expect_tx(v_full, kKVBytes);
+    }
+  }
+
+  /// One thread. `it` counts K/V tiles over the CTA's whole schedule (ring
+  /// slot it % kStages, its round's parity (it / kStages) & 1), `round` the
+  /// tiles with at least one K/V tile (the Q buffer's phases).
+  static __device__ __forceinline__ void produce(const FwdTmaParams& tp, SharedStorage& smem) {
+    constexpr unsigned kQBytes = kBlockM * kHeadDim * sizeof(Element);
+    const int tiles = num_tiles(tp.p);
+    int it = 0;
+    int round = 0;
+#pragma unroll 1
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const Block blk = tile_block(tp.p, tile);
+      if (blk.n_tiles == 0) continue;  // the consumers write zeros without Q
+      // K first: its slot frees while the previous tile still runs; Q waits
+      // for that tile's last S (or, without O apart, its O store).
+      load_k(tp, smem, blk, 0, it);
+      const unsigned q_full = ptx::smem_u32(&smem.q_full);
+      ptx::mbarrier_wait(ptx::smem_u32(&smem.q_empty), (round & 1) ^ 1);
+      ptx::mbarrier_arrive_expect_tx(q_full, kQBytes);
 #pragma unroll
-      for (int vb = 0; vb < kVBoxes; ++vb) {
-        if constexpr (kIsTf32) {  // V^T: (key, d, h, b)
-          ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][vb][0][0]), &tp.tma_v, v_full, n * kBlockN + vb * kBoxCols,
-                           0, blk.h, blk.b);
-        } else {
-          ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][vb][0][0]), &tp.tma_v, v_full, vb * kBoxCols, n * kBlockN,
-                           blk.h, blk.b);
-        }
+      for (int cb = 0; cb < kColBoxes; ++cb) {
+        ptx::tma_load_4d(ptx::smem_u32(&smem.q[cb][0][0]), &tp.tma_q, q_full, cb * kBoxCols,
+                         blk.m_block * kBlockM, blk.h, blk.b);
       }
+      load_v(tp, smem, blk, 0, it);
+#pragma unroll 1
+      for (int n = 1; n < blk.n_tiles; ++n) {
+        load_k(tp, smem, blk, n, it + n);
+        load_v(tp, smem, blk, n, it + n);
+      }
+      it += blk.n_tiles;
+      ++round;
     }
   }
 
@@ -292,130 +364,135 @@ struct FwdWgmmaKernel {
   }
 
   // -------------------------------------------------------------------------
-  // Consumer: 64 query rows.
+  // Consumer: 64 query rows of every tile.
   // -------------------------------------------------------------------------
-  static __device__ __forceinline__ void consume(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
-                                                 int c) {
-    const FwdParams& params = tp.p;
+
+  /// The products and softmax of one tile (blk.n_tiles > 0): O (unnormalised)
+  /// and the running max and sum of this consumer's rows. `it` and `round`
+  /// as in produce().
+  static __device__ __forceinline__ void mainloop(SharedStorage& smem, const Block& blk, int c, int it, int round,
+                                                  float scale_log2, float (&acc_o)[kORegs], float (&row_max)[2],
+                                                  float (&row_sum)[2]) {
     const int tid = threadIdx.x % kWarpgroupThreads;
     const int warp = tid / 32;
     const int lane = tid % 32;
     const int g = lane / 4;
     const int t = lane % 4;
-    const float scale_log2 = params.scale_log2;
-
-    float acc_o[kORegs];
-#pragma unroll
-    for (int i = 0; i < kORegs; ++i) acc_o[i] = 0.f;
-    float row_max[2] = {fwd::neg_inf(), fwd::neg_inf()};
-    float row_sum[2] = {0.f, 0.f};
     // Rows g and g + 8 of this warp, and their first invisible key (causal).
     const int row0 = blk.m_block * kBlockM + c * kWgmmaM + warp * 16 + g;
     const unsigned q_addr = ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]);
+    const int last = blk.n_tiles - 1;
 
-    if (blk.n_tiles > 0) {
-      float acc_s[kSRegs];
-      unsigned p[kPRegs];
-      float new_max[2], tile_sum[2];
-      // Mask limits for tile n, relative to the lane's first key n*kBlockN + 2t.
-      auto mask_tile = [&](int n) {
-        const int key0 = n * kBlockN + 2 * t;
-        int limit[2];
+    float acc_s[kSRegs];
+    unsigned p[kPRegs];
+    float new_max[2], tile_sum[2];
+    // Mask limits for tile n, relative to the lane's first key n*kBlockN + 2t.
+    auto mask_tile = [&](int n) {
+      const int key0 = n * kBlockN + 2 * t;
+      int limit[2];
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          int lim = kIsEven ? kBlockN : blk.seqlen_k - key0;
-          if constexpr (kIsCausal) lim = fwd::imin(lim, row0 + 8 * half + blk.causal_offset + 1 - key0);
-          limit[half] = lim;
-        }
-        apply_mask(acc_s, limit);
-      };
+      for (int half = 0; half < 2; ++half) {
+        int lim = kIsEven ? kBlockN : blk.seqlen_k - key0;
+        if constexpr (kIsCausal) lim = fwd::imin(lim, row0 + 8 * half + blk.causal_offset + 1 - key0);
+        limit[half] = lim;
+      }
+      apply_mask(acc_s, limit);
+    };
+    // With O apart, Q is free for the next tile once the last S is done.
+    auto release_q = [&](int n) {
+      if (kOApart && n == last) release(smem.q_empty, lane);
+    };
 
-      ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full), 0);
-      if (c == 1) pass_turn(c);  // consumer 0 goes first
+    ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full), round & 1);
 
-      // Tile 0: S only.
-      ptx::mbarrier_wait(ptx::smem_u32(&smem.k_full[0]), 0);
-      take_turn(c);
-      ptx::wgmma_fence();
-      issue_qk(acc_s, q_addr, ptx::smem_u32(&smem.k[0][0][0][0]));
-      pass_turn(c);
-      ptx::wgmma_wait<0>();
-      ptx::fence_operand(acc_s);
-      release(smem.k_empty[0], lane);
-      if (0 >= blk.n_mask_begin) mask_tile(0);
-      exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
-      rescale(acc_o, row_max, row_sum, new_max, tile_sum, scale_log2);
-      pack_p(p, acc_s);
+    // Tile 0: S only.
+    ptx::mbarrier_wait(ptx::smem_u32(&smem.k_full[it % kStages]), (it / kStages) & 1);
+    take_turn(c);
+    ptx::wgmma_fence();
+    issue_qk(acc_s, q_addr, ptx::smem_u32(&smem.k[it % kStages][0][0][0]));
+    pass_turn(c);
+    ptx::wgmma_wait<0>();
+    ptx::fence_operand(acc_s);
+    release(smem.k_empty[it % kStages], lane);
+    release_q(0);
+    if (0 >= blk.n_mask_begin) mask_tile(0);
+    exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
+    rescale(acc_o, row_max, row_sum, new_max, tile_sum, scale_log2);
+    pack_p(p, acc_s);
 
 #pragma unroll 1
-      for (int n = 1; n < blk.n_tiles; ++n) {
-        const int s = n % kStages;
-        const int sp = (n - 1) % kStages;
-        ptx::mbarrier_wait(ptx::smem_u32(&smem.k_full[s]), (n / kStages) & 1);
-        ptx::mbarrier_wait(ptx::smem_u32(&smem.v_full[sp]), ((n - 1) / kStages) & 1);
-        take_turn(c);
-        ptx::fence_operand(acc_o);
-        ptx::wgmma_fence();
-        issue_qk(acc_s, q_addr, ptx::smem_u32(&smem.k[s][0][0][0]));
-        issue_pv(acc_o, p, ptx::smem_u32(&smem.v[sp][0][0][0]));
-        pass_turn(c);
-        ptx::wgmma_wait<1>();  // S done; P V of tile n - 1 may still run
-        ptx::fence_operand(acc_s);
-        release(smem.k_empty[s], lane);
-        if (n >= blk.n_mask_begin) mask_tile(n);
-        exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
-        ptx::wgmma_wait<0>();
-        ptx::fence_operand(acc_o);
-        ptx::fence_operand(p);
-        release(smem.v_empty[sp], lane);
-        rescale(acc_o, row_max, row_sum, new_max, tile_sum, scale_log2);
-        pack_p(p, acc_s);
-      }
-
-      // P V of the last tile.
-      const int sl = (blk.n_tiles - 1) % kStages;
-      ptx::mbarrier_wait(ptx::smem_u32(&smem.v_full[sl]), ((blk.n_tiles - 1) / kStages) & 1);
+    for (int n = 1; n <= last; ++n) {
+      const int s = (it + n) % kStages;
+      const int sp = (it + n - 1) % kStages;
+      ptx::mbarrier_wait(ptx::smem_u32(&smem.k_full[s]), ((it + n) / kStages) & 1);
+      ptx::mbarrier_wait(ptx::smem_u32(&smem.v_full[sp]), ((it + n - 1) / kStages) & 1);
       take_turn(c);
       ptx::fence_operand(acc_o);
       ptx::wgmma_fence();
-      issue_pv(acc_o, p, ptx::smem_u32(&smem.v[sl][0][0][0]));
-      if (c == 0) pass_turn(c);  // consumer 1 takes no further turn
+      issue_qk(acc_s, q_addr, ptx::smem_u32(&smem.k[s][0][0][0]));
+      issue_pv(acc_o, p, ptx::smem_u32(&smem.v[sp][0][0][0]));
+      pass_turn(c);
+      ptx::wgmma_wait<1>();  // S done; P V of tile n - 1 may still run
+      ptx::fence_operand(acc_s);
+      release(smem.k_empty[s], lane);
+      release_q(n);
+      if (n >= blk.n_mask_begin) mask_tile(n);
+      exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(acc_o);
       ptx::fence_operand(p);
-      release(smem.v_empty[sl], lane);
+      release(smem.v_empty[sp], lane);
+      rescale(acc_o, row_max, row_sum, new_max, tile_sum, scale_log2);
+      pack_p(p, acc_s);
     }
 
-    // Epilogue: O / rowsum, lse from lane t == 0 of each quad.
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float sum = ptx::quad_sum(row_sum[half]);
-      // A row with no visible key has sum 0: O = 0 and lse = -inf, never NaN.
-      const float inv = sum > 0.f ? ptx::rcp_approx(sum) : 0.f;
-#pragma unroll
-      for (int j = 0; j < kHeadDim / 8; ++j) {
-        acc_o[4 * j + 2 * half] *= inv;
-        acc_o[4 * j + 2 * half + 1] *= inv;
-      }
-      const int row = row0 + 8 * half;
-      if (params.lse != nullptr && t == 0 && row < params.seqlen_q) {
-        const float lse = sum > 0.f ? row_max[half] * params.scale + ptx::log2_approx(sum) * kLn2 : fwd::neg_inf();
-        params.lse[blk.b * params.lse_batch_stride + blk.h * params.lse_head_stride + row] = lse;
-      }
-    }
+    // P V of the last tile.
+    const int sl = (it + last) % kStages;
+    ptx::mbarrier_wait(ptx::smem_u32(&smem.v_full[sl]), ((it + last) / kStages) & 1);
+    take_turn(c);
+    ptx::fence_operand(acc_o);
+    ptx::wgmma_fence();
+    issue_pv(acc_o, p, ptx::smem_u32(&smem.v[sl][0][0][0]));
+    pass_turn(c);
+    ptx::wgmma_wait<0>();
+    ptx::fence_operand(acc_o);
+    ptx::fence_operand(p);
+    release(smem.v_empty[sl], lane);
+  }
 
-    // Registers -> this consumer's rows of the Q tile, in the TMA box layout
-    // (128-byte rows, 16-byte chunk index XOR row % 8): rows g of a warp land
-    // in 8 different chunks, so the stores are bank-conflict-free.
+  /// Shared address of row r, box cb of O's staging tile.
+  static __device__ __forceinline__ unsigned o_stage(SharedStorage& smem, int cb, int r) {
+    if constexpr (kOApart) {
+      return ptx::smem_u32(&smem.o_tile.o[cb][r][0]);
+    } else {
+      return ptx::smem_u32(&smem.q[cb][r][0]);
+    }
+  }
+
+  /// O of a tile with at least one key: registers -> staging tile -> TMA store.
+  static __device__ __forceinline__ void store_o(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
+                                                 int c, const float (&acc_o)[kORegs]) {
+    const int tid = threadIdx.x % kWarpgroupThreads;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+    if constexpr (kOApart) {
+      // The previous tile's store must have read the staging rows.
+      if (tid == 0) ptx::bulk_wait_read<0>();
+      ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
+    }
+    // The TMA box layout: 128-byte rows, 16-byte chunk index XOR row % 8, so
+    // the rows g of a warp land in 8 different chunks (no bank conflicts).
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int r = c * kWgmmaM + warp * 16 + 8 * half + g;  // row in the Q tile
+        const int r = c * kWgmmaM + warp * 16 + 8 * half + g;  // row in the tile
         const int col = 8 * j + 2 * t;                           // this lane's two columns
         const int byte = (col % kBoxCols) * int(sizeof(Element));
         const int chunk = (byte / 16) ^ (r % 8);
-        const unsigned addr = ptx::smem_u32(&smem.q[col / kBoxCols][r][0]) + chunk * 16 + byte % 16;
+        const unsigned addr = o_stage(smem, col / kBoxCols, r) + chunk * 16 + byte % 16;
         const float o0 = acc_o[4 * j + 2 * half], o1 = acc_o[4 * j + 2 * half + 1];
         if constexpr (kIsTf32) {
           ptx::sts64(addr, ptx::f32_as_u32(o0), ptx::f32_as_u32(o1));
@@ -427,16 +504,88 @@ struct FwdWgmmaKernel {
     ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
     if (tid == 0) {
       const int first_row = blk.m_block * kBlockM + c * kWgmmaM;
-      if (first_row < params.seqlen_q) {
+      if (first_row < tp.p.seqlen_q) {
 #pragma unroll
         for (int cb = 0; cb < kColBoxes; ++cb) {
-          ptx::tma_store_4d(&tp.tma_o, ptx::smem_u32(&smem.q[cb][c * kWgmmaM][0]), cb * kBoxCols, first_row,
-                            blk.h, blk.b);
+          ptx::tma_store_4d(&tp.tma_o, o_stage(smem, cb, c * kWgmmaM), cb * kBoxCols, first_row, blk.h, blk.b);
         }
         ptx::bulk_commit();
-        ptx::bulk_wait<0>();  // shared memory must outlive the store's reads
+      }
+      if constexpr (!kOApart) {
+        ptx::bulk_wait_read<0>();  // these Q rows take the next tile's Q
+        ptx::mbarrier_arrive(ptx::smem_u32(&smem.q_empty));
       }
     }
+  }
+
+  /// O of a tile no key is visible to (a zero key length, or causal with
+  /// Sq > Sk): zeros straight to global memory. Q was never loaded for it, so
+  /// the staging tile stays out of the Q handshake.
+  static __device__ __forceinline__ void store_zero_o(const FwdParams& params, const Block& blk, int c) {
+    constexpr int kChunks = kHeadDim * int(sizeof(Element)) / 16;  // 16-byte stores per row
+    const int tid = threadIdx.x % kWarpgroupThreads;
+    const unsigned zero[4] = {0u, 0u, 0u, 0u};
+    for (int i = tid; i < kWgmmaM * kChunks; i += kWarpgroupThreads) {
+      const int row = blk.m_block * kBlockM + c * kWgmmaM + i / kChunks;
+      if (row >= params.seqlen_q) break;
+      Element* dst = static_cast<Element*>(params.o) + blk.b * params.o_batch_stride +
+                     row * params.o_row_stride + blk.h * params.o_head_stride;
+      ptx::stg128(reinterpret_cast<unsigned char*>(dst) + (i % kChunks) * 16, zero);
+    }
+  }
+
+  static __device__ __forceinline__ void consume(const FwdTmaParams& tp, SharedStorage& smem, int c) {
+    const FwdParams& params = tp.p;
+    const int tid = threadIdx.x % kWarpgroupThreads;
+    const int t = tid % 4;
+    const int row_base = c * kWgmmaM + (tid / 32) * 16 + (tid % 32) / 4;  // row g of this warp, in the tile
+    const int tiles = num_tiles(params);
+    int it = 0;
+    int round = 0;
+    // Turns alternate 0, 1, 0, 1, ... over the whole schedule: consumer 1
+    // hands consumer 0 the first, and consumer 0 takes the one consumer 1
+    // hands over after its last products, so no arrival is left pending.
+    if (c == 1) pass_turn(c);
+#pragma unroll 1
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const Block blk = tile_block(params, tile);
+      float acc_o[kORegs];
+#pragma unroll
+      for (int i = 0; i < kORegs; ++i) acc_o[i] = 0.f;
+      float row_max[2] = {fwd::neg_inf(), fwd::neg_inf()};
+      float row_sum[2] = {0.f, 0.f};
+      if (blk.n_tiles > 0) {
+        mainloop(smem, blk, c, it, round, params.scale_log2, acc_o, row_max, row_sum);
+        it += blk.n_tiles;
+        ++round;
+      }
+
+      // O / rowsum, lse from lane t == 0 of each quad.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float sum = ptx::quad_sum(row_sum[half]);
+        // A row with no visible key has sum 0: O = 0 and lse = -inf, never NaN.
+        const float inv = sum > 0.f ? ptx::rcp_approx(sum) : 0.f;
+#pragma unroll
+        for (int j = 0; j < kHeadDim / 8; ++j) {
+          acc_o[4 * j + 2 * half] *= inv;
+          acc_o[4 * j + 2 * half + 1] *= inv;
+        }
+        const int row = blk.m_block * kBlockM + row_base + 8 * half;
+        if (params.lse != nullptr && t == 0 && row < params.seqlen_q) {
+          const float lse =
+              sum > 0.f ? row_max[half] * params.scale + ptx::log2_approx(sum) * kLn2 : fwd::neg_inf();
+          params.lse[blk.b * params.lse_batch_stride + blk.h * params.lse_head_stride + row] = lse;
+        }
+      }
+      if (blk.n_tiles > 0) {
+        store_o(tp, smem, blk, c, acc_o);
+      } else {
+        store_zero_o(params, blk, c);
+      }
+    }
+    if (c == 0) take_turn(c);
+    if (tid == 0) ptx::bulk_wait<0>();  // shared memory must outlive the stores' reads
   }
 
   // -------------------------------------------------------------------------
@@ -448,13 +597,13 @@ struct FwdWgmmaKernel {
     const unsigned aligned = (base + kAlignSlack - 1) & ~unsigned(kAlignSlack - 1);
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw + (aligned - base));
 
-    const Block blk = fwd::locate_block<kBlockM, kBlockN, kIsCausal, kIsEven>(tp.p);
     const int warpgroup = threadIdx.x / kWarpgroupThreads;
     if (threadIdx.x == 0) {
       ptx::prefetch_tensor_map(&tp.tma_q);
       ptx::prefetch_tensor_map(&tp.tma_k);
       ptx::prefetch_tensor_map(&tp.tma_v);
       ptx::mbarrier_init(ptx::smem_u32(&smem.q_full), 1);
+      ptx::mbarrier_init(ptx::smem_u32(&smem.q_empty), kQEmptyArrivals);
 #pragma unroll
       for (int s = 0; s < kStages; ++s) {
         // full: the producer's expect_tx arrival + the TMA bytes. empty: one
@@ -470,10 +619,10 @@ struct FwdWgmmaKernel {
 
     if (warpgroup == 0) {
       ptx::setmaxnreg_dec<kProducerRegs>();
-      if (threadIdx.x == 0) produce(tp, smem, blk);
+      if (threadIdx.x == 0) produce(tp, smem);
     } else {
       ptx::setmaxnreg_inc<kConsumerRegs>();
-      consume(tp, smem, blk, warpgroup - 1);
+      consume(tp, smem, warpgroup - 1);
     }
   }
 };

@@ -33,6 +33,18 @@ inline constexpr bool kIsSame = false;
 template <class A>
 inline constexpr bool kIsSame<A, A> = true;
 
+/// Conditional<c, A, B> is A if c else B (no <type_traits> under NVRTC).
+template <bool kCond, class A, class B>
+struct ConditionalT {
+  using type = A;
+};
+template <class A, class B>
+struct ConditionalT<false, A, B> {
+  using type = B;
+};
+template <bool kCond, class A, class B>
+using Conditional = typename ConditionalT<kCond, A, B>::type;
+
 namespace ptx {
 
 // ---------------------------------------------------------------------------

@@ -40,3 +40,21 @@ TEST_CASE("tile validation rejects oversized or malformed tiles", "[tile]") {
   big.tile = {128, 64, 3, 2};
   CHECK_THAT(validate_tile_config(big).error().message, Catch::Contains("num_warps"));
 }
+
+TEST_CASE("Hopper forward: persistent grid only where the static schedule is balanced and overlaps", "[tile]") {
+  auto spec = [](const char* text) {
+    auto s = KernelSpec::parse(text);
+    REQUIRE(s.ok());
+    return preferred_spec(*s);
+  };
+  // Non-causal 16-bit with O staged apart from Q: persistent.
+  CHECK(fwd_wgmma_persistent(spec("fwd_bf16_d128_noncausal_even_sm90a")));
+  CHECK(fwd_wgmma_persistent(spec("fwd_f16_d64_noncausal_padded_sm90a")));
+  CHECK(fwd_wgmma_o_apart(spec("fwd_bf16_d128_noncausal_even_sm90a")));
+  // Causal tiles differ in length: the hardware's scheduling balances them.
+  CHECK_FALSE(fwd_wgmma_persistent(spec("fwd_bf16_d128_causal_even_sm90a")));
+  // O staged in Q's rows: nothing overlaps.
+  CHECK_FALSE(fwd_wgmma_o_apart(spec("fwd_bf16_d256_noncausal_even_sm90a")));
+  CHECK_FALSE(fwd_wgmma_persistent(spec("fwd_bf16_d256_noncausal_even_sm90a")));
+  CHECK_FALSE(fwd_wgmma_persistent(spec("fwd_f32tf32_d128_noncausal_even_sm90a")));
+}
