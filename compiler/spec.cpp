@@ -33,6 +33,25 @@ const char* to_string(Precision p) {
 
 const char* to_string(SeqPadding p) { return p == SeqPadding::kEven ? "even" : "padded"; }
 
+const char* to_string(FwdSchedule s) {
+  switch (s) {
+    case FwdSchedule::kAuto: return "auto";
+    case FwdSchedule::kPersistent: return "persistent";
+    case FwdSchedule::kPersistentDynamic: return "dynamic";
+    case FwdSchedule::kOneTilePerCta: return "tiles";
+  }
+  return "?";
+}
+
+Result<FwdSchedule> parse_fwd_schedule(std::string_view text) {
+  for (FwdSchedule s : {FwdSchedule::kAuto, FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic,
+                        FwdSchedule::kOneTilePerCta}) {
+    if (text == to_string(s)) return s;
+  }
+  return make_error(Status::kInvalidArgument,
+                    fmt::format("forward schedule must be auto, persistent, dynamic or tiles; got '{}'", text));
+}
+
 const char* to_string(Arch a) {
   switch (a) {
     case Arch::kSm80: return "sm80";

@@ -45,6 +45,19 @@ struct TileConfig {
   bool empty() const { return block_m == 0; }
 };
 
+/// How the Hopper forward (templates/fwd_wgmma.cuh) hands its (query block,
+/// head, batch) tiles to CTAs. A launch choice, not part of the spec: one
+/// kernel serves every schedule.
+enum class FwdSchedule {
+  kAuto,               ///< the tile policy's choice (fwd_wgmma_schedule)
+  kPersistent,         ///< one CTA per SM; CTA i takes tiles i, i + SMs, ...
+  kPersistentDynamic,  ///< one CTA per SM; each takes the next tile from a global counter
+  kOneTilePerCta,      ///< one CTA per tile, scheduled by the hardware
+};
+const char* to_string(FwdSchedule s);
+/// "auto", "persistent", "dynamic" or "tiles".
+Result<FwdSchedule> parse_fwd_schedule(std::string_view text);
+
 /// One kernel specialization. Runtime values (lengths, batch, strides, scale,
 /// per-batch key lengths) are kernel arguments, not spec fields.
 struct KernelSpec {

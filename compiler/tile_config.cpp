@@ -77,22 +77,31 @@ bool fwd_wgmma_o_apart(const KernelSpec& spec) {
          max_smem_bytes(Arch::kSm90a);
 }
 
-bool fwd_wgmma_persistent(const KernelSpec& spec) {
-  // Run 13 (bench/results/2026-12-04-h200-run13, bf16, B4 H8, the same binary
-  // with each grid, passes interleaved):
-  //  - Non-causal with O apart: every tile costs the same, so the static
-  //    schedule is balanced and the next tile's Q and K land while this one
-  //    stores O: persistent is faster up to s4096 (d64 s1500 384 vs 348
-  //    TFLOP/s, s3000 436 vs 407; d128 s1500 566 vs 517, s4096 664 vs 637)
-  //    and within noise at s8192.
-  //  - Causal: tiles differ in length, and a static round robin leaves some
-  //    CTAs with more work; one CTA per tile, which the hardware hands out
-  //    as SMs free up, is faster (d128 s3000 515 vs 483, d256 s4096 591 vs 501).
-  //  - O staged in Q's rows (f32 d128, 16-bit d256): the next Q waits for the
-  //    O store, nothing overlaps, and one CTA per tile measured faster (d256
-  //    s4096 681 vs 659).
-  // f32 (TF32) is not measured yet: one CTA per tile, as before.
-  return !spec.causal && spec.dtype != DType::kF32 && fwd_wgmma_o_apart(spec);
+FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_count) {
+  // Measured on the H200 (132 SMs), B4 H8, one binary per run with each
+  // schedule (bench/results/2026-12-04-h200-run13, -run14, -run15):
+  //  - Non-causal 16-bit with O apart: every tile costs the same, so the
+  //    static persistent schedule is balanced, and the next tile's Q and K
+  //    land while this one stores O: d64 s1500 388 vs 352 TFLOP/s (one CTA
+  //    per tile), d128 s1500 559-571 vs 512-521, s4096 665-675 vs 634-651;
+  //    the counter adds nothing here (d128 s1500 544).
+  //  - Causal: tiles differ in length. Statically dealt they leave CTAs
+  //    unbalanced (d128 s4096 491 vs 504); taken from the counter, each CTA
+  //    takes the next-longest tile when it is free and overlaps its loads with
+  //    the last tile's epilogue: d64 s1500 265 vs 247, s3000 374 vs 344,
+  //    d128 s1500 426 vs 397, s4096 549 vs 504. With at most two tiles per SM
+  //    the counter's memset costs more than it saves (d128 s600 176 vs 191),
+  //    and at 15 tiles per SM one CTA per tile is faster (d128 s8192 587 vs
+  //    544, d256 598 vs 535): the counter between 2 and 12 tiles per SM.
+  //  - Non-causal f32 (TF32) and 16-bit d256 (O staged in Q's rows): one CTA
+  //    per tile (d256 s4096 661 vs 643 static, 621 dynamic; f32 within noise
+  //    except d128 s8192, 350 dynamic vs 313, one sample).
+  if (spec.causal) {
+    return tiles > 2LL * sm_count && tiles <= 12LL * sm_count ? FwdSchedule::kPersistentDynamic
+                                                               : FwdSchedule::kOneTilePerCta;
+  }
+  if (spec.dtype != DType::kF32 && fwd_wgmma_o_apart(spec)) return FwdSchedule::kPersistent;
+  return FwdSchedule::kOneTilePerCta;
 }
 
 namespace {

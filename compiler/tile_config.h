@@ -34,9 +34,9 @@ int bwd_dq_smem_bytes(const KernelSpec& spec);
 /// (else O is staged in the Q tile); passed as kOApart.
 bool fwd_wgmma_o_apart(const KernelSpec& spec);
 
-/// Hopper forward: true where a persistent grid (one CTA per SM walking the
-/// (query block, head, batch) tiles) measured faster than one CTA per tile.
-bool fwd_wgmma_persistent(const KernelSpec& spec);
+/// Hopper forward: the schedule (never kAuto) measured fastest for the spec
+/// with `tiles` (query block, head, batch) tiles on `sm_count` SMs.
+FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_count);
 
 /// Largest dynamic shared memory per block on the arch (bytes, after opt-in).
 int max_smem_bytes(Arch arch);

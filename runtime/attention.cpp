@@ -236,13 +236,9 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
   }
   if (const char* env = std::getenv("FLASHJIT_FWD_SCHEDULE"); env != nullptr && *env != '\0') {
     const std::string v = env;
-    if (v == "auto") impl.options.fwd_schedule = FwdSchedule::kAuto;
-    else if (v == "persistent") impl.options.fwd_schedule = FwdSchedule::kPersistent;
-    else if (v == "tiles") impl.options.fwd_schedule = FwdSchedule::kOneTilePerCta;
-    else {
-      return make_error(Status::kInvalidArgument,
-                        "FLASHJIT_FWD_SCHEDULE: expected auto, persistent or tiles; got \"" + v + "\"");
-    }
+    auto sched = parse_fwd_schedule(v);
+    if (!sched) return make_error(Status::kInvalidArgument, "FLASHJIT_FWD_SCHEDULE: " + sched.error().message);
+    impl.options.fwd_schedule = *sched;
   }
   impl.jit = std::make_unique<Jit>(impl.options.cache, impl.options.on_warning, impl.options.on_compile);
   return ctx;
@@ -347,6 +343,31 @@ Result<void> encode_forward_maps(const ForwardArgs& a, const Problem& n, const K
   return encode_map(a.o, n, n.seqlen_q, kConsumerRows, &out->tma_o);
 }
 
+// The Hopper forward's grid: tiles, the schedule that runs, CTAs.
+struct HopperGrid {
+  long long tiles = 0;
+  FwdSchedule schedule = FwdSchedule::kOneTilePerCta;
+  long long ctas = 0;
+  bool dynamic() const { return schedule == FwdSchedule::kPersistentDynamic; }
+};
+
+HopperGrid hopper_grid(const KernelSpec& spec, const Problem& n, FwdSchedule requested, int sm_count) {
+  HopperGrid g;
+  g.tiles = (long long)((n.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m) * n.heads * n.batch;
+  g.schedule = requested == FwdSchedule::kAuto ? fwd_wgmma_schedule(spec, g.tiles, sm_count) : requested;
+  // Without an SM count (never on a device that launches) every tile gets a CTA.
+  if (sm_count <= 0) g.schedule = FwdSchedule::kOneTilePerCta;
+  g.ctas = g.schedule == FwdSchedule::kOneTilePerCta ? g.tiles : std::min<long long>(g.tiles, sm_count);
+  return g;
+}
+
+// Scratch of the Hopper forward: the dynamic schedule's tile counter, then
+// (f32) V^T, 256-byte aligned.
+constexpr size_t kCounterBytes = 256;
+size_t hopper_scratch_bytes(const KernelSpec& spec, const Problem& n, const HopperGrid& g) {
+  return (g.dynamic() ? kCounterBytes : 0) + (needs_v_transpose(spec) ? vt_bytes(n) : 0);
+}
+
 // Frees stream-ordered scratch when the launch path leaves, on every path.
 struct ScratchGuard {
   driver::DevicePtr ptr = 0;
@@ -398,25 +419,30 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
 
   const Problem n = normalized(p);
   FwdTmaParams tma_params{};
-  ScratchGuard vt{0, a.stream};
+  ScratchGuard scratch{0, a.stream};
+  driver::DevicePtr vt = 0;
+  HopperGrid hopper;
   if (spec->tile.wgmma) {
-    // f32 (TF32) reads V^T from stream-ordered scratch, written just before.
-    // Batch/head/key counts keep its grid within limits: validate_problem.
+    // Stream-ordered scratch, written just before the launch: the dynamic
+    // schedule's tile counter (zeroed) and, for f32 (TF32), V^T. Batch/head/
+    // key counts keep the V^T kernel's grid within limits: validate_problem.
     Result<void> ready{};
-    const long long tiles = (long long)((n.seqlen_q + spec->tile.block_m - 1) / spec->tile.block_m) * n.heads * n.batch;
-    if (tiles > std::numeric_limits<int>::max()) {
-      ready = make_error(Status::kInvalidArgument, fmt::format("{} tiles overflow the persistent schedule's int", tiles));
-    } else if (needs_v_transpose(*spec)) {
+    hopper = hopper_grid(*spec, n, impl_->options.fwd_schedule, impl_->sm_count);
+    if (hopper.tiles + hopper.ctas >= std::numeric_limits<int>::max()) {
+      ready = make_error(Status::kInvalidArgument,
+                         fmt::format("{} tiles overflow the Hopper kernel's int tile index", hopper.tiles));
+    } else if (const size_t bytes = hopper_scratch_bytes(*spec, n, hopper); bytes > 0) {
       auto pool = impl_->scratch_pool();
       if (!pool) ready = pool.error();
       else {
-        auto ptr = driver::mem_alloc_async(vt_bytes(n), *pool, a.stream);
-        if (!ptr) return make_error(ptr.error().status, fmt::format("{}: V^T scratch: {}", spec->to_string(),
+        auto ptr = driver::mem_alloc_async(bytes, *pool, a.stream);
+        if (!ptr) return make_error(ptr.error().status, fmt::format("{}: forward scratch: {}", spec->to_string(),
                                                                     ptr.error().message));
-        vt.ptr = *ptr;
+        scratch.ptr = *ptr;
+        if (needs_v_transpose(*spec)) vt = scratch.ptr + (hopper.dynamic() ? kCounterBytes : 0);
       }
     }
-    if (ready) ready = encode_forward_maps(a, n, *spec, reinterpret_cast<const void*>(vt.ptr), &tma_params);
+    if (ready) ready = encode_forward_maps(a, n, *spec, reinterpret_cast<const void*>(vt), &tma_params);
     if (!ready) {
       // The TMA cannot describe these tensors (or the driver is too old):
       // the mma.sync kernel serves every layout the validation accepts.
@@ -450,16 +476,17 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   driver::Dim3 grid{unsigned((n.seqlen_q + t.block_m - 1) / t.block_m), unsigned(n.heads),
                     unsigned(n.batch)};
   if (t.wgmma) {
-    // The kernel walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...: a grid
-    // of one CTA per SM makes it persistent, a grid of one CTA per tile
-    // leaves the scheduling to the hardware (fwd_wgmma.cuh).
-    const long long tiles = (long long)grid.x * grid.y * grid.z;
-    const FwdSchedule sched = impl_->options.fwd_schedule;
-    const bool persistent =
-        impl_->sm_count > 0 &&
-        (sched == FwdSchedule::kPersistent ||
-         (sched == FwdSchedule::kAuto && fwd_wgmma_persistent(*spec)));
-    grid = {unsigned(persistent ? std::min<long long>(tiles, impl_->sm_count) : tiles), 1, 1};
+    // Tiles are numbered in the kernel (fwd_wgmma.cuh): a 1-D grid of
+    // hopper.ctas CTAs, persistent or one per tile.
+    grid = {unsigned(hopper.ctas), 1, 1};
+    info.schedule = hopper.schedule;
+    if (hopper.dynamic()) {
+      tma_params.tile_counter = reinterpret_cast<int*>(scratch.ptr);
+      if (auto r = driver::memset_d32_async(scratch.ptr, 0u, 1, a.stream); !r) {
+        return make_error(r.error().status, fmt::format("{}: zeroing the tile counter: {}", spec->to_string(),
+                                                        r.error().message));
+      }
+    }
   }
   driver::Dim3 block{unsigned(threads_per_block(*spec)), 1, 1};
   if (needs_v_transpose(*spec)) {
@@ -467,7 +494,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
     if (vt_kernel == nullptr) return make_error(Status::kInternal, spec->to_string() + ": no flashjit_fwd_vt kernel");
     VtParams vp{};
     vp.v = static_cast<const float*>(a.v.data);
-    vp.vt = reinterpret_cast<float*>(vt.ptr);
+    vp.vt = reinterpret_cast<float*>(vt);
     vp.v_batch_stride = params.v_batch_stride;
     vp.v_row_stride = params.v_row_stride;
     vp.v_head_stride = params.v_head_stride;
@@ -495,8 +522,9 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
 Result<size_t> Context::forward_scratch_size(const Problem& problem) {
   auto spec = spec_for(problem, Direction::kFwd);
   if (!spec) return spec.error();
-  if (!needs_v_transpose(*spec)) return size_t(0);
-  return vt_bytes(normalized(problem));
+  if (!spec->tile.wgmma) return size_t(0);
+  const Problem n = normalized(problem);
+  return hopper_scratch_bytes(*spec, n, hopper_grid(*spec, n, impl_->options.fwd_schedule, impl_->sm_count));
 }
 
 Result<size_t> Context::backward_workspace_size(const Problem& problem, bool deterministic) {

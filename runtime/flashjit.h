@@ -79,9 +79,10 @@ struct CompileRecord {
 struct LaunchInfo {
   KernelSpec spec;
   CompileRecord compile;
-  /// CTAs of the main kernel's grid (the Hopper forward's persistent grid
-  /// launches at most one per SM; see ContextOptions::fwd_schedule).
+  /// CTAs of the main kernel's grid, and for the Hopper forward the
+  /// schedule that ran (ContextOptions::fwd_schedule; else kAuto).
   long long grid_ctas = 0;
+  FwdSchedule schedule = FwdSchedule::kAuto;
 };
 
 struct ForwardArgs {
@@ -128,9 +129,6 @@ struct ForwardBackwardInfo {
   LaunchInfo backward;
 };
 
-/// Grid of the Hopper forward (ContextOptions::fwd_schedule).
-enum class FwdSchedule { kAuto, kPersistent, kOneTilePerCta };
-
 /// Options of a Context.
 struct ContextOptions {
   int device = 0;
@@ -151,11 +149,10 @@ struct ContextOptions {
   /// {128, 128, 12, 3, true}. The environment variable FLASHJIT_FWD_TILE
   /// (e.g. "bm128_bn128_w12_s3_wg") sets it too. Launch reports name the tile.
   std::optional<TileConfig> fwd_tile;
-  /// How the Hopper forward spreads its (query block, head, batch) tiles over
-  /// CTAs: kAuto takes the tile policy's choice (fwd_wgmma_persistent),
-  /// kPersistent one CTA per SM walking a static schedule, kOneTilePerCta a
-  /// CTA per tile that the hardware schedules. The environment variable
-  /// FLASHJIT_FWD_SCHEDULE=auto|persistent|tiles sets it too.
+  /// How the Hopper forward hands its (query block, head, batch) tiles to
+  /// CTAs (FwdSchedule); kAuto takes the tile policy's choice. The
+  /// environment variable FLASHJIT_FWD_SCHEDULE=auto|persistent|dynamic|tiles
+  /// sets it too.
   FwdSchedule fwd_schedule = FwdSchedule::kAuto;
 };
 
@@ -180,7 +177,8 @@ class Context {
   /// Bytes forward() takes for this problem from the Context's own
   /// stream-ordered pool (cuMemAllocFromPoolAsync on the call's stream, freed
   /// in stream order after the launch; the pool keeps its memory for the
-  /// next call): V^T for f32 inputs on the Hopper kernel, else 0.
+  /// next call): V^T for f32 inputs on the Hopper kernel and the tile counter
+  /// of its dynamic schedule, else 0.
   Result<size_t> forward_scratch_size(const Problem& problem);
 
   /// The spec a problem maps to (padding from the lengths and tile, arch from the device).

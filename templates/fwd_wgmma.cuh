@@ -2,8 +2,12 @@
 //
 //   O = softmax(scale * Q K^T + mask) V,  lse = log(sum(exp(scale * Q K^T + mask)))
 //
-// The kernel is persistent: one CTA per SM walks (kBlockM x D) tiles of O,
-// each one query block of one (batch, head), with three warpgroups:
+// The kernel walks (kBlockM x D) tiles of O, each one query block of one
+// (batch, head): CTA i takes tile i first, then tiles i + grid, i + 2 grid,
+// ... (static), or whichever tile is next when it asks a global counter
+// (dynamic: balances tiles of different lengths, as causal ones are). A grid of
+// one CTA per tile leaves the scheduling to the hardware; one CTA per SM is
+// persistent. Three warpgroups:
 //  - the producer (warpgroup 0) gives its registers away (setmaxnreg) and one
 //    thread issues TMA loads: per tile Q, then K and V tiles of kBlockN keys
 //    into a kStages-deep ring, each slot with a "full" mbarrier (TMA bytes
@@ -32,10 +36,11 @@
 // up the next Q load until the store has read them) and leaves through one
 // TMA store per 64 columns; out-of-range rows are clipped by the TMA.
 //
-// Launch contract: grid = min(tiles, SMs) x 1 x 1 with tiles =
-// ceil(Sq / kBlockM) * heads * batch, block = kThreads, dynamic shared memory
-// = kSmemBytes, one __grid_constant__ FwdTmaParams whose tensor maps are
-// described in params.cuh. The softmax scale must be positive.
+// Launch contract: grid = G x 1 x 1 with 1 <= G <= tiles, tiles =
+// ceil(Sq / kBlockM) * heads * batch and tiles + G < 2^31, block = kThreads,
+// dynamic shared memory = kSmemBytes, one __grid_constant__ FwdTmaParams whose
+// tensor maps and tile counter are described in params.cuh. The softmax scale
+// must be positive.
 #pragma once
 
 #include "flashjit/fwd_common.cuh"
@@ -62,13 +67,17 @@ struct FwdWgmmaKernel {
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;
   static constexpr int kMinBlocksPerSM = 1;
 
-  // Registers per thread after setmaxnreg: the producer needs a handful, the
-  // consumers hold O (D/2), S (kBlockN/2) and P (kBlockN/4) per thread. The
-  // sum over the CTA must fit the SM's 64K registers.
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
-  static_assert(kProducerRegs * kWarpgroupThreads + kConsumers * kConsumerRegs * kWarpgroupThreads <= 65536,
-                "register budget of the SM");
+  // Registers per thread after setmaxnreg. The CTA launches with 168 per
+  // thread (64K / 384 threads, in steps of 8), and setmaxnreg only moves
+  // registers within that pool: the consumers hold O (D/2), S (kBlockN/2) and
+  // P (kBlockN/4) per thread; the producer thread keeps the schedule (tile,
+  // ring and Q counters, the tile's coordinates), which spills at 24.
+  static constexpr int kLaunchRegs = 168;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static_assert(kProducerRegs * kWarpgroupThreads + kConsumers * kConsumerRegs * kWarpgroupThreads <=
+                    kLaunchRegs * kThreads,
+                "setmaxnreg moves registers within the CTA's launch allocation");
 
   // Shared-memory tiles are TMA boxes of 128-byte rows (64 16-bit or 32 f32
   // columns: one 128-byte swizzle row), stacked per column block.
@@ -94,6 +103,10 @@ struct FwdWgmmaKernel {
     alignas(1024) Element k[kStages][kColBoxes][kBlockN][kBoxCols];
     alignas(1024) Element v[kStages][kVBoxes][kVBoxRows][kBoxCols];
     Conditional<kOApart, OTile, NoOTile> o_tile;
+    // The producer names each tile to the consumers through a two-slot ring.
+    int tile_slot[2];
+    unsigned long long tile_full[2];
+    unsigned long long tile_empty[2];
     unsigned long long q_full;
     unsigned long long q_empty;
     unsigned long long k_full[kStages];
@@ -126,12 +139,37 @@ struct FwdWgmmaKernel {
   using Block = fwd::Block;
 
   // -------------------------------------------------------------------------
-  // The persistent schedule: CTA i takes tiles i, i + gridDim.x, ... Every
-  // thread walks the same sequence, so the producer and the consumers agree
-  // on it without talking.
+  // The schedule. The producer thread picks each tile and publishes it in
+  // tile_slot[k % 2] (k counts the CTA's tiles, the end marker included), so
+  // the consumers follow it without computing it; a tile index >= num_tiles
+  // ends the CTA's work.
   // -------------------------------------------------------------------------
+  static constexpr int kTileSlotArrivals = kConsumers * kWarpgroupThreads / 32;  // one per consumer warp
+
   static __device__ __forceinline__ int m_blocks(const FwdParams& p) { return (p.seqlen_q + kBlockM - 1) / kBlockM; }
   static __device__ __forceinline__ int num_tiles(const FwdParams& p) { return m_blocks(p) * p.heads * p.batch; }
+
+  /// The tile after `tile`: the next stride of the grid, or the counter's next.
+  static __device__ __forceinline__ int next_tile(const FwdTmaParams& tp, int tile) {
+    if (tp.tile_counter != nullptr) return int(gridDim.x) + atomicAdd(tp.tile_counter, 1);
+    return tile + int(gridDim.x);
+  }
+
+  static __device__ __forceinline__ void publish_tile(SharedStorage& smem, int k, int tile) {
+    const int slot = k % 2;
+    ptx::mbarrier_wait(ptx::smem_u32(&smem.tile_empty[slot]), ((k / 2) & 1) ^ 1);
+    *static_cast<volatile int*>(&smem.tile_slot[slot]) = tile;
+    ptx::mbarrier_arrive(ptx::smem_u32(&smem.tile_full[slot]));  // release: the store is seen first
+  }
+
+  static __device__ __forceinline__ int take_tile(SharedStorage& smem, int k, int lane) {
+    const int slot = k % 2;
+    ptx::mbarrier_wait(ptx::smem_u32(&smem.tile_full[slot]), (k / 2) & 1);
+    const int tile = *static_cast<volatile int*>(&smem.tile_slot[slot]);
+    __syncwarp();  // every lane has read the slot before lane 0 frees it
+    if (lane == 0) ptx::mbarrier_arrive(ptx::smem_u32(&smem.tile_empty[slot]));
+    return tile;
+  }
 
   static __device__ __forceinline__ Block tile_block(const FwdParams& p, int tile) {
     const int mb = m_blocks(p);
@@ -195,8 +233,11 @@ struct FwdWgmmaKernel {
     const int tiles = num_tiles(tp.p);
     int it = 0;
     int round = 0;
+    int tile = blockIdx.x;
 #pragma unroll 1
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int k = 0;; ++k, tile = next_tile(tp, tile)) {
+      publish_tile(smem, k, tile);
+      if (tile >= tiles) break;
       const Block blk = tile_block(tp.p, tile);
       if (blk.n_tiles == 0) continue;  // the consumers write zeros without Q
       // K first: its slot frees while the previous tile still runs; Q waits
@@ -547,7 +588,9 @@ struct FwdWgmmaKernel {
     // hands over after its last products, so no arrival is left pending.
     if (c == 1) pass_turn(c);
 #pragma unroll 1
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int k = 0;; ++k) {
+      const int tile = take_tile(smem, k, tid % 32);
+      if (tile >= tiles) break;
       const Block blk = tile_block(params, tile);
       float acc_o[kORegs];
 #pragma unroll
@@ -604,6 +647,10 @@ struct FwdWgmmaKernel {
       ptx::prefetch_tensor_map(&tp.tma_v);
       ptx::mbarrier_init(ptx::smem_u32(&smem.q_full), 1);
       ptx::mbarrier_init(ptx::smem_u32(&smem.q_empty), kQEmptyArrivals);
+      for (int slot = 0; slot < 2; ++slot) {
+        ptx::mbarrier_init(ptx::smem_u32(&smem.tile_full[slot]), 1);
+        ptx::mbarrier_init(ptx::smem_u32(&smem.tile_empty[slot]), kTileSlotArrivals);
+      }
 #pragma unroll
       for (int s = 0; s < kStages; ++s) {
         // full: the producer's expect_tx arrival + the TMA bytes. empty: one

@@ -48,12 +48,16 @@ struct alignas(64) TmaDescriptor {
 /// columns): q [cols x block_m], k and v [cols x block_n], o [cols x 64] (one
 /// consumer warpgroup's rows). For f32, tma_v views V^T instead (VtParams):
 /// (padded_k, D, H, B) in boxes of [32 keys x D].
+/// tile_counter: null for a static schedule (CTA i takes tiles i, i + grid,
+/// ...); else a device int that is 0 at launch, from which the CTAs take their
+/// tiles after the first one (a dynamic schedule).
 struct FwdTmaParams {
   FwdParams p;
   TmaDescriptor tma_q;
   TmaDescriptor tma_k;
   TmaDescriptor tma_v;
   TmaDescriptor tma_o;
+  int* tile_counter;
 };
 
 /// V^T for the TF32 Hopper forward (templates/v_transpose.cuh): v as in

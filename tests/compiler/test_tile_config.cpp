@@ -41,20 +41,40 @@ TEST_CASE("tile validation rejects oversized or malformed tiles", "[tile]") {
   CHECK_THAT(validate_tile_config(big).error().message, Catch::Contains("num_warps"));
 }
 
-TEST_CASE("Hopper forward: persistent grid only where the static schedule is balanced and overlaps", "[tile]") {
+TEST_CASE("Hopper forward: the schedule follows the measurements", "[tile]") {
   auto spec = [](const char* text) {
     auto s = KernelSpec::parse(text);
     REQUIRE(s.ok());
     return preferred_spec(*s);
   };
-  // Non-causal 16-bit with O staged apart from Q: persistent.
-  CHECK(fwd_wgmma_persistent(spec("fwd_bf16_d128_noncausal_even_sm90a")));
-  CHECK(fwd_wgmma_persistent(spec("fwd_f16_d64_noncausal_padded_sm90a")));
+  constexpr int kSms = 132;
+  // Non-causal 16-bit with O staged apart from Q: static persistent, any size.
+  for (long long tiles : {100LL, 384LL, 2048LL}) {
+    CHECK(fwd_wgmma_schedule(spec("fwd_bf16_d128_noncausal_even_sm90a"), tiles, kSms) == FwdSchedule::kPersistent);
+    CHECK(fwd_wgmma_schedule(spec("fwd_f16_d64_noncausal_padded_sm90a"), tiles, kSms) == FwdSchedule::kPersistent);
+  }
   CHECK(fwd_wgmma_o_apart(spec("fwd_bf16_d128_noncausal_even_sm90a")));
-  // Causal tiles differ in length: the hardware's scheduling balances them.
-  CHECK_FALSE(fwd_wgmma_persistent(spec("fwd_bf16_d128_causal_even_sm90a")));
-  // O staged in Q's rows: nothing overlaps.
+  // Causal: the counter between 2 and 12 tiles per SM, else one CTA per tile.
+  const KernelSpec causal = spec("fwd_bf16_d128_causal_even_sm90a");
+  CHECK(fwd_wgmma_schedule(causal, 160, kSms) == FwdSchedule::kOneTilePerCta);      // s600
+  CHECK(fwd_wgmma_schedule(causal, 384, kSms) == FwdSchedule::kPersistentDynamic);  // s1500
+  CHECK(fwd_wgmma_schedule(causal, 1024, kSms) == FwdSchedule::kPersistentDynamic); // s4096
+  CHECK(fwd_wgmma_schedule(causal, 2048, kSms) == FwdSchedule::kOneTilePerCta);     // s8192
+  CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d64_causal_even_sm90a"), 384, kSms) ==
+        FwdSchedule::kPersistentDynamic);
+  // O staged in Q's rows, and f32: one CTA per tile.
   CHECK_FALSE(fwd_wgmma_o_apart(spec("fwd_bf16_d256_noncausal_even_sm90a")));
-  CHECK_FALSE(fwd_wgmma_persistent(spec("fwd_bf16_d256_noncausal_even_sm90a")));
-  CHECK_FALSE(fwd_wgmma_persistent(spec("fwd_f32tf32_d128_noncausal_even_sm90a")));
+  CHECK(fwd_wgmma_schedule(spec("fwd_bf16_d256_noncausal_even_sm90a"), 384, kSms) == FwdSchedule::kOneTilePerCta);
+  CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d128_noncausal_even_sm90a"), 384, kSms) ==
+        FwdSchedule::kOneTilePerCta);
+}
+
+TEST_CASE("forward schedules print and parse", "[tile]") {
+  for (FwdSchedule s : {FwdSchedule::kAuto, FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic,
+                        FwdSchedule::kOneTilePerCta}) {
+    CHECK(parse_fwd_schedule(to_string(s)).value() == s);
+  }
+  auto bad = parse_fwd_schedule("static");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message, Catch::Contains("auto, persistent, dynamic or tiles"));
 }

@@ -19,6 +19,7 @@ struct ForwardCheck {
   ErrorNorm o, lse;
   std::string spec;
   long long grid_ctas = 0;
+  FwdSchedule schedule = FwdSchedule::kAuto;
 };
 
 // The query rows whose reference is computed: all of them for small problems,
@@ -78,6 +79,7 @@ ForwardCheck run_forward(const AttentionCase& c, Context& ctx) {
   ForwardCheck check;
   check.spec = info->spec.to_string();
   check.grid_ctas = info->grid_ctas;
+  check.schedule = info->schedule;
   const std::vector<int> rows = rows_to_check(c);
   const double scale = 1.0 / std::sqrt(double(c.head_dim));
   for (int b = 0; b < c.batch; ++b) {
@@ -253,33 +255,42 @@ TEST_CASE("forward: sm_90 runs bf16, f16 and f32-tf32 at head_dim 64 and 128 on 
   }
 }
 
-TEST_CASE("forward: the persistent Hopper schedule: several tiles per CTA, tiles no key is visible to between them",
+TEST_CASE("forward: the persistent Hopper schedules: several tiles per CTA, tiles no key is visible to between them",
           "[gpu][fwd]") {
-  // 8 x 4 x 8 query blocks = 256 tiles, about two per SM, in both schedule
-  // orders (causal: longest first; else head by head). Causal with Sq > Sk
-  // leaves the first 5 query blocks without a visible key, and zero key
-  // lengths empty whole batch entries: those tiles write zeros without Q
-  // while the same CTA's other tiles run the TMA pipeline. bf16 d64/d128
-  // stage O apart from Q; f32-tf32 d128 and bf16 d256 stage it in Q's rows.
+  // 8 x 4 x 8 query blocks = 256 tiles, about two per SM, in both tile
+  // orders (causal: longest first; else head by head), handed out statically
+  // and from the global counter. Causal with Sq > Sk leaves the first 5 query
+  // blocks without a visible key, and zero key lengths empty whole batch
+  // entries: those tiles write zeros without Q while the same CTA's other
+  // tiles run the TMA pipeline. bf16 d64/d128 stage O apart from Q; f32-tf32
+  // d128 and bf16 d256 stage it in Q's rows.
   if (shared_context().arch() != Arch::kSm90) {
     WARN("the Hopper kernel does not apply here");
     return;
   }
-  ContextOptions options;
-  options.fwd_schedule = FwdSchedule::kPersistent;
-  auto ctx = Context::create(options);
-  REQUIRE(ctx.ok());
+  // FLASHJIT_FWD_SCHEDULE overrides ContextOptions::fwd_schedule.
+  const char* env = std::getenv("FLASHJIT_FWD_SCHEDULE");
+  const bool schedule_env = env != nullptr && *env != '\0';
   struct Math { DType dtype; Precision precision; int head_dim; };
-  for (Math m : {Math{DType::kBF16, Precision::kNative, 128}, Math{DType::kBF16, Precision::kNative, 64},
-                 Math{DType::kF32, Precision::kTF32, 128}, Math{DType::kBF16, Precision::kNative, 256}}) {
-    for (bool causal : {true, false}) {
-      AttentionCase c = make_case(m.dtype, m.precision, m.head_dim, 1000, 300, causal, 5 + m.head_dim);
-      c.batch = 8;
-      c.heads = 4;
-      if (!causal) c.seqlens_k = {300, 0, 1, 299, 0, 150, 128, 0};
-      INFO(shared_context().spec_for(c.problem(), Direction::kFwd).value().to_string());
-      const ForwardCheck r = check_case(c, **ctx);
-      if (r.spec.find("_wg") != std::string::npos) CHECK(r.grid_ctas < 256);  // fewer CTAs than tiles
+  for (FwdSchedule schedule : {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic}) {
+    ContextOptions options;
+    options.fwd_schedule = schedule;
+    auto ctx = Context::create(options);
+    REQUIRE(ctx.ok());
+    for (Math m : {Math{DType::kBF16, Precision::kNative, 128}, Math{DType::kBF16, Precision::kNative, 64},
+                   Math{DType::kF32, Precision::kTF32, 128}, Math{DType::kBF16, Precision::kNative, 256}}) {
+      for (bool causal : {true, false}) {
+        AttentionCase c = make_case(m.dtype, m.precision, m.head_dim, 1000, 300, causal, 5 + m.head_dim);
+        c.batch = 8;
+        c.heads = 4;
+        if (!causal) c.seqlens_k = {300, 0, 1, 299, 0, 150, 128, 0};
+        INFO(to_string(schedule) << " " << shared_context().spec_for(c.problem(), Direction::kFwd).value().to_string());
+        const ForwardCheck r = check_case(c, **ctx);
+        if (r.spec.find("_wg") != std::string::npos) {
+          CHECK(r.grid_ctas < 256);  // fewer CTAs than tiles
+          if (!schedule_env) CHECK(r.schedule == schedule);
+        }
+      }
     }
   }
 }
@@ -366,8 +377,10 @@ TEST_CASE("forward: f32 on the Hopper kernel captured in a CUDA graph matches th
   const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
   const bool force_mma = forced != nullptr && std::string(forced) == "1";
   if (shared_context().arch() == Arch::kSm90) CHECK(hopper == !force_mma);
-  // V^T: [B, H, D, keys rounded up to 32] floats.
-  const size_t vt_bytes = size_t(c.batch) * c.heads * c.head_dim * 352 * sizeof(float);
+  // V^T: [B, H, D, keys rounded up to 32] floats, after the 256 bytes of
+  // the tile counter where the schedule is dynamic.
+  const size_t vt_bytes = size_t(c.batch) * c.heads * c.head_dim * 352 * sizeof(float) +
+                          (eager->schedule == FwdSchedule::kPersistentDynamic ? 256 : 0);
   CHECK(shared_context().forward_scratch_size(a.problem).value() == (hopper ? vt_bytes : 0));
 
   a.o = view(o_graph, c, c.seqlen_q);
