@@ -250,6 +250,14 @@ flashjit_status flashjit_context_create_ex(const flashjit_context_options* optio
       }
       o.fwd_tile = *tile;
     }
+    if (options->fwd_schedule) {
+      auto schedule = flashjit::parse_fwd_schedule(options->fwd_schedule);
+      if (!schedule) {
+        return fail(flashjit::make_error(flashjit::Status::kInvalidArgument,
+                                         "fwd_schedule: " + schedule.error().message));
+      }
+      o.fwd_schedule = *schedule;
+    }
     if (options->on_warning) {
       auto cb = options->on_warning;
       void* user = options->user_data;

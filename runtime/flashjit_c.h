@@ -137,6 +137,9 @@ typedef struct flashjit_context_options {
   /** Tile tuning: forward launches use this tile where it is valid for the
    *  spec, e.g. "bm128_bn128_w12_s3_wg" (as FLASHJIT_FWD_TILE); NULL: the policy's. */
   const char* fwd_tile;
+  /** The Hopper forward's schedule: "persistent", "dynamic" or "tiles" (as
+   *  FLASHJIT_FWD_SCHEDULE); NULL or "auto": the tile policy's choice. */
+  const char* fwd_schedule;
 } flashjit_context_options;
 
 /** Creates a context with options (see flashjit_context_options). */

@@ -570,6 +570,17 @@ TEST_CASE("context_create_ex: cache dir, arch, callbacks, bad options", "[c_api]
   CHECK(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Catch::Contains("fwd_tile"));
   CHECK(ctx == nullptr);
+  o.fwd_tile = nullptr;
+  o.fwd_schedule = "static";
+  CHECK(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("fwd_schedule"));
+  CHECK_THAT(last_error(), Catch::Contains("persistent, dynamic or tiles"));
+  CHECK(ctx == nullptr);
+  o.fwd_schedule = "dynamic";
+  REQUIRE(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_SUCCESS);
+  flashjit_context_destroy(ctx);
+  ctx = nullptr;
+  o.fwd_schedule = nullptr;
 
   // The Hopper forward on sm90, mma.sync when forced, a tuned tile when asked.
   flashjit_problem prob{};
