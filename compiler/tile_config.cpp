@@ -64,6 +64,9 @@ int fwd_wgmma_tile_bytes(const KernelSpec& spec) {
   return (t.block_m * d + 2 * t.num_stages * t.block_n * d) * dtype_size(spec.dtype);
 }
 
+// O's staging tile [block_m][D], in bytes.
+int fwd_wgmma_o_bytes(const KernelSpec& spec) { return spec.tile.block_m * spec.head_dim * dtype_size(spec.dtype); }
+
 // The mbarriers, which the struct's 1024-byte alignment rounds up to 1024,
 // and 1024 bytes of slack to align the dynamic shared-memory base by hand.
 constexpr int kWgmmaBarrierBlock = 1024;
@@ -72,8 +75,7 @@ constexpr int kWgmmaAlignSlack = 1024;
 }  // namespace
 
 bool fwd_wgmma_o_apart(const KernelSpec& spec) {
-  const int o_bytes = spec.tile.block_m * spec.head_dim * dtype_size(spec.dtype);
-  return fwd_wgmma_tile_bytes(spec) + o_bytes + kWgmmaBarrierBlock + kWgmmaAlignSlack <=
+  return fwd_wgmma_tile_bytes(spec) + fwd_wgmma_o_bytes(spec) + kWgmmaBarrierBlock + kWgmmaAlignSlack <=
          max_smem_bytes(Arch::kSm90a);
 }
 
@@ -109,7 +111,7 @@ namespace {
 int fwd_wgmma_smem_bytes(const KernelSpec& spec) {
   // FwdWgmmaKernel::SharedStorage: the tiles, O's staging tile where it fits
   // beside them (fwd_wgmma_o_apart), the barrier block, the slack.
-  const int o_bytes = fwd_wgmma_o_apart(spec) ? spec.tile.block_m * spec.head_dim * dtype_size(spec.dtype) : 0;
+  const int o_bytes = fwd_wgmma_o_apart(spec) ? fwd_wgmma_o_bytes(spec) : 0;
   return fwd_wgmma_tile_bytes(spec) + o_bytes + kWgmmaBarrierBlock + kWgmmaAlignSlack;
 }
 

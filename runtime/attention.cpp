@@ -2,10 +2,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
 #include <cstdlib>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <mutex>
 
 #include "compiler/tile_config.h"
@@ -235,8 +235,7 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
     impl.options.fwd_tile = *tile;
   }
   if (const char* env = std::getenv("FLASHJIT_FWD_SCHEDULE"); env != nullptr && *env != '\0') {
-    const std::string v = env;
-    auto sched = parse_fwd_schedule(v);
+    auto sched = parse_fwd_schedule(env);
     if (!sched) return make_error(Status::kInvalidArgument, "FLASHJIT_FWD_SCHEDULE: " + sched.error().message);
     impl.options.fwd_schedule = *sched;
   }
@@ -329,13 +328,14 @@ Result<void> encode_vt_map(const void* vt, const Problem& n, TmaDescriptor* out)
 }
 
 // The tensor maps of the Hopper forward (templates/fwd_wgmma.cuh); `vt` is
-// V^T for f32, else null (v is read as it is).
+// V^T where the spec reads it (needs_v_transpose: f32), else unused (v is
+// read as it is).
 Result<void> encode_forward_maps(const ForwardArgs& a, const Problem& n, const KernelSpec& spec, const void* vt,
                                  FwdTmaParams* out) {
   constexpr unsigned kConsumerRows = 64;  // the O box: one consumer warpgroup's rows
   if (auto r = encode_map(a.q, n, n.seqlen_q, spec.tile.block_m, &out->tma_q); !r) return r;
   if (auto r = encode_map(a.k, n, n.seqlen_k, spec.tile.block_n, &out->tma_k); !r) return r;
-  if (vt != nullptr) {
+  if (needs_v_transpose(spec)) {
     if (auto r = encode_vt_map(vt, n, &out->tma_v); !r) return r;
   } else {
     if (auto r = encode_map(a.v, n, n.seqlen_k, spec.tile.block_n, &out->tma_v); !r) return r;
@@ -351,6 +351,11 @@ struct HopperGrid {
   bool dynamic() const { return schedule == FwdSchedule::kPersistentDynamic; }
 };
 
+// Scratch of the Hopper forward: the dynamic schedule's tile counter at 0,
+// then (f32) V^T, 256-byte aligned.
+constexpr size_t kCounterBytes = 256;
+size_t vt_offset(const HopperGrid& g) { return g.dynamic() ? kCounterBytes : 0; }
+
 HopperGrid hopper_grid(const KernelSpec& spec, const Problem& n, FwdSchedule requested, int sm_count) {
   HopperGrid g;
   g.tiles = (long long)((n.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m) * n.heads * n.batch;
@@ -361,11 +366,8 @@ HopperGrid hopper_grid(const KernelSpec& spec, const Problem& n, FwdSchedule req
   return g;
 }
 
-// Scratch of the Hopper forward: the dynamic schedule's tile counter, then
-// (f32) V^T, 256-byte aligned.
-constexpr size_t kCounterBytes = 256;
 size_t hopper_scratch_bytes(const KernelSpec& spec, const Problem& n, const HopperGrid& g) {
-  return (g.dynamic() ? kCounterBytes : 0) + (needs_v_transpose(spec) ? vt_bytes(n) : 0);
+  return vt_offset(g) + (needs_v_transpose(spec) ? vt_bytes(n) : 0);
 }
 
 // Frees stream-ordered scratch when the launch path leaves, on every path.
@@ -439,7 +441,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
         if (!ptr) return make_error(ptr.error().status, fmt::format("{}: forward scratch: {}", spec->to_string(),
                                                                     ptr.error().message));
         scratch.ptr = *ptr;
-        if (needs_v_transpose(*spec)) vt = scratch.ptr + (hopper.dynamic() ? kCounterBytes : 0);
+        vt = scratch.ptr + vt_offset(hopper);
       }
     }
     if (ready) ready = encode_forward_maps(a, n, *spec, reinterpret_cast<const void*>(vt), &tma_params);

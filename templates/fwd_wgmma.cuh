@@ -192,13 +192,19 @@ struct FwdWgmmaKernel {
   // -------------------------------------------------------------------------
   // Producer: one thread, TMA only.
   // -------------------------------------------------------------------------
+  /// Waits until a K or V ring slot is free in round `it / kStages` (its
+  /// empty barrier `empty_bar`), then announces its TMA bytes on `full_bar`.
+  static __device__ __forceinline__ void claim_slot(unsigned full_bar, unsigned empty_bar, int it) {
+    constexpr unsigned kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+    ptx::mbarrier_wait(empty_bar, ((it / kStages) & 1) ^ 1);
+    ptx::mbarrier_arrive_expect_tx(full_bar, kKVBytes);
+  }
+
   static __device__ __forceinline__ void load_k(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
                                                 int n, int it) {
-    constexpr unsigned kKVBytes = kBlockN * kHeadDim * sizeof(Element);
     const int s = it % kStages;
     const unsigned full = ptx::smem_u32(&smem.k_full[s]);
-    ptx::mbarrier_wait(ptx::smem_u32(&smem.k_empty[s]), ((it / kStages) & 1) ^ 1);
-    ptx::mbarrier_arrive_expect_tx(full, kKVBytes);
+    claim_slot(full, ptx::smem_u32(&smem.k_empty[s]), it);
 #pragma unroll
     for (int cb = 0; cb < kColBoxes; ++cb) {
       ptx::tma_load_4d(ptx::smem_u32(&smem.k[s][cb][0][0]), &tp.tma_k, full, cb * kBoxCols, n * kBlockN, blk.h,
@@ -208,11 +214,9 @@ struct FwdWgmmaKernel {
 
   static __device__ __forceinline__ void load_v(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
                                                 int n, int it) {
-    constexpr unsigned kKVBytes = kBlockN * kHeadDim * sizeof(Element);
     const int s = it % kStages;
     const unsigned full = ptx::smem_u32(&smem.v_full[s]);
-    ptx::mbarrier_wait(ptx::smem_u32(&smem.v_empty[s]), ((it / kStages) & 1) ^ 1);
-    ptx::mbarrier_arrive_expect_tx(full, kKVBytes);
+    claim_slot(full, ptx::smem_u32(&smem.v_empty[s]), it);
 #pragma unroll
     for (int vb = 0; vb < kVBoxes; ++vb) {
       if constexpr (kIsTf32) {  // V^T: (key, d, h, b)
