@@ -162,13 +162,20 @@ struct FwdWgmmaKernel {
     ptx::mbarrier_arrive(ptx::smem_u32(&smem.tile_full[slot]));  // release: the store is seen first
   }
 
+  /// Lane 0 alone reads the slot and frees it, so its arrive (a release)
+  /// orders the only read of the slot before the producer's next write to it;
+  /// reads by every lane, ordered through __syncwarp, were reported as races
+  /// by compute-sanitizer's racecheck (run 17). The warp gets the tile by
+  /// shuffle.
   static __device__ __forceinline__ int take_tile(SharedStorage& smem, int k, int lane) {
     const int slot = k % 2;
-    ptx::mbarrier_wait(ptx::smem_u32(&smem.tile_full[slot]), (k / 2) & 1);
-    const int tile = *static_cast<volatile int*>(&smem.tile_slot[slot]);
-    __syncwarp();  // every lane has read the slot before lane 0 frees it
-    if (lane == 0) ptx::mbarrier_arrive(ptx::smem_u32(&smem.tile_empty[slot]));
-    return tile;
+    int tile = 0;
+    if (lane == 0) {
+      ptx::mbarrier_wait(ptx::smem_u32(&smem.tile_full[slot]), (k / 2) & 1);
+      tile = *static_cast<volatile int*>(&smem.tile_slot[slot]);
+      ptx::mbarrier_arrive(ptx::smem_u32(&smem.tile_empty[slot]));
+    }
+    return __shfl_sync(0xffffffffu, tile, 0);
   }
 
   static __device__ __forceinline__ Block tile_block(const FwdParams& p, int tile) {

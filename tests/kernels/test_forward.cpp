@@ -295,6 +295,40 @@ TEST_CASE("forward: the persistent Hopper schedules: several tiles per CTA, tile
   }
 }
 
+// For compute-sanitizer (scripts/gpu_check.sh with SANITIZE=1): the same
+// hand-over of several tiles per CTA as above, small enough to run under
+// racecheck. 32 x 4 x 2 query blocks = 256 tiles on at most 132 CTAs.
+TEST_CASE("sanitizer cases: the persistent Hopper schedules, several tiles per CTA", "[gpu][sanitize]") {
+  if (shared_context().arch() != Arch::kSm90) {
+    WARN("the Hopper kernel does not apply here");
+    return;
+  }
+  struct Math { DType dtype; Precision precision; int head_dim; };
+  for (FwdSchedule schedule : {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic}) {
+    ContextOptions options;
+    options.fwd_schedule = schedule;
+    auto ctx = Context::create(options);
+    REQUIRE(ctx.ok());
+    for (Math m : {Math{DType::kBF16, Precision::kNative, 128}, Math{DType::kF32, Precision::kTF32, 64}}) {
+      for (bool causal : {true, false}) {
+        AttentionCase c = make_case(m.dtype, m.precision, m.head_dim, 200, 150, causal, 9 + m.head_dim);
+        c.batch = 32;
+        c.heads = 4;
+        if (!causal) {
+          c.seqlens_k.assign(32, 150);
+          for (int b = 0; b < 32; b += 3) c.seqlens_k[b] = b % 2 == 0 ? 0 : 1 + b;
+        }
+        INFO(to_string(schedule));
+        const ForwardCheck r = check_case(c, **ctx);
+        // FLASHJIT_FWD_SCHEDULE overrides the option (auto or tiles: a CTA per tile).
+        if (r.spec.find("_wg") != std::string::npos && r.schedule != FwdSchedule::kOneTilePerCta) {
+          CHECK(r.grid_ctas < 256);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("forward: a layout the TMA cannot describe falls back to mma.sync with a warning", "[gpu][fwd]") {
   const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
   if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
