@@ -73,7 +73,7 @@ CacheKey cache_key(const KernelSpec& spec) {
 
 Jit::Jit(CacheOptions options, std::function<void(const std::string&)> warn,
          std::function<void(const CompileRecord&)> on_compile)
-    : disk_(std::move(options), std::move(warn)), on_compile_(std::move(on_compile)) {}
+    : disk_(std::move(options), warn), warn_(std::move(warn)), on_compile_(std::move(on_compile)) {}
 
 std::shared_ptr<std::mutex> Jit::key_mutex(const std::string& key) {
   std::lock_guard<std::mutex> lock(key_mu_);
@@ -96,6 +96,12 @@ Result<std::vector<char>> Jit::compile_with_nvrtc(const KernelSpec& spec, Compil
                       fmt::format("compiling {}: {}", spec.to_string(), out.error().message));
   }
   const auto info = nvrtc::parse_ptxas_info(out->log, kernel_names(spec).front());
+  if (info.wgmma_serialized && warn_) {
+    warn_(fmt::format("{}: ptxas serialised the kernel's wgmma instructions (C7511: too few registers for "
+                      "the wgmma pipeline); results are right but slow. This NVRTC/ptxas version needs a "
+                      "template change: please report it",
+                      spec.to_string()));
+  }
   record->registers = info.registers;
   if (info.spill_stores >= 0 && info.stack_frame >= 0) {
     record->spill_bytes = std::max(info.spill_stores, info.stack_frame);

@@ -52,6 +52,7 @@ class Jit {
   std::shared_ptr<std::mutex> key_mutex(const std::string& key);
 
   DiskCache disk_;
+  std::function<void(const std::string&)> warn_;
   std::function<void(const CompileRecord&)> on_compile_;
   std::shared_mutex mu_;  // guards the two maps below; hits take it shared
   std::unordered_map<std::string, std::shared_ptr<const std::vector<char>>> cubins_;

@@ -318,6 +318,10 @@ void read_counts(std::string_view line, PtxasInfo& info) {
 PtxasInfo parse_ptxas_info(const std::string& log, const std::string& kernel) {
   PtxasInfo info;
   bool in_section = false;
+  // ptxas names the function in the line itself, outside any section:
+  //   ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are
+  //   serialized due to insufficient register resources for the wgmma pipeline in the function 'k'
+  const std::string quoted = "'" + kernel + "'";
   std::string_view rest = log;
   while (!rest.empty()) {
     const size_t eol = rest.find('\n');
@@ -326,6 +330,10 @@ PtxasInfo parse_ptxas_info(const std::string& log, const std::string& kernel) {
     // A kernel's lines run from its own header to the next function's header.
     if (std::string_view name = section_name(line); !name.empty()) in_section = name == kernel;
     if (in_section) read_counts(line, info);
+    if (line.find("wgmma.mma_async instructions are serialized") != std::string_view::npos &&
+        line.find(quoted) != std::string_view::npos) {
+      info.wgmma_serialized = true;
+    }
   }
   return info;
 }

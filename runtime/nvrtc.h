@@ -49,12 +49,16 @@ Result<CompileOutput> compile(const std::string& source, const std::string& name
 /// Parses the ptxas -v lines of a log for the function `kernel`: registers,
 /// spill stores/loads (bytes), stack frame (bytes). Missing values are -1
 /// (static_smem is 0 when the "Used ... registers" line names no smem).
+/// wgmma_serialized: ptxas said it serialised the kernel's wgmma (C7511,
+/// "Potential Performance Loss"): each waits for the one before, which costs
+/// a Hopper kernel most of its speed while every result stays right.
 struct PtxasInfo {
   int registers = -1;
   int spill_stores = -1;
   int spill_loads = -1;
   int stack_frame = -1;
   int static_smem = -1;
+  bool wgmma_serialized = false;
 };
 PtxasInfo parse_ptxas_info(const std::string& log, const std::string& kernel);
 

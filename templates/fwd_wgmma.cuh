@@ -298,6 +298,13 @@ struct FwdWgmmaKernel {
     ptx::wgmma_commit();
   }
 
+  // A padded kernel's last K/V tile often holds fewer keys than the tile.
+  // Skipping the P V k steps past them (to the next quarter of the tile)
+  // measured within noise at d64/d128 s600/1500/3000 (run 19 of
+  // bench/results/2026-12-04-h200-run19), and a narrower S = Q K^T wgmma
+  // into part of S made ptxas serialise every wgmma of the kernel (C7511) at
+  // some head_dim or other: both products stay full width.
+
   /// Issues O += P V (P: this consumer's 64 rows x kBlockN keys, in registers)
   /// and commits it.
   static __device__ __forceinline__ void issue_pv(float (&acc_o)[kORegs], const unsigned (&p)[kPRegs],

@@ -150,7 +150,8 @@ int cmd_resources(const SpecCommand& c, bool json, bool print_log) {
                               {"stack_frame", json_value(r.info.stack_frame)},
                               {"static_smem", json_value(r.info.static_smem)},
                               {"dynamic_smem", json_value(r.dynamic_smem)},
-                              {"threads", json_value(r.threads)}});
+                              {"threads", json_value(r.threads)},
+                              {"wgmma_serialized", r.info.wgmma_serialized}});
     }
     std::cout << j.dump(2) << "\n";
   } else {
@@ -162,6 +163,11 @@ int cmd_resources(const SpecCommand& c, bool json, bool print_log) {
       fmt::print("{:<26} {:>7} {:>5} {:>11} {:>10} {:>6} {:>12} {:>13}\n", r.name, cell(r.threads),
                  cell(r.info.registers), cell(r.info.spill_stores), cell(r.info.spill_loads),
                  cell(r.info.stack_frame), cell(r.info.static_smem), cell(r.dynamic_smem));
+    }
+    for (const Row& r : rows) {
+      if (r.info.wgmma_serialized) {
+        fmt::print("warning: ptxas serialised the wgmma instructions of {} (C7511)\n", r.name);
+      }
     }
   }
   if (print_log) std::fprintf(stderr, "%s\n", out->log.c_str());

@@ -103,6 +103,8 @@ std::vector<CompileCheck> compile_all(const std::vector<KernelSpec>& specs) {
                                std::to_string(info.spill_stores) + ", spill loads " +
                                std::to_string(info.spill_loads));
         }
+        // Right results at a fraction of the speed: no GPU test would notice.
+        if (info.wgmma_serialized) c.spilling.push_back(k + ": ptxas serialised its wgmma (C7511)");
       }
     }
   };
@@ -118,7 +120,7 @@ void check_all(const std::vector<CompileCheck>& results) {
     CHECK(c.ok);
     for (const std::string& s : c.spilling) {
       INFO(s);
-      CHECK(false);  // local-memory spills are a performance bug
+      CHECK(false);  // local-memory spills and serialised wgmma are performance bugs
     }
   }
 }

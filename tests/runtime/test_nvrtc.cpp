@@ -323,3 +323,15 @@ TEST_CASE("try_load opens a real NVRTC by path", "[nvrtc]") {
   REQUIRE(r.ok());
   CHECK(*r == toolkit_nvrtc);
 }
+
+TEST_CASE("parse_ptxas_info sees ptxas serialise a kernel's wgmma", "[nvrtc]") {
+  // The line as ptxas 13.0 writes it (through nvcc -Xptxas -v and NVRTC alike).
+  const std::string log = std::string(kRecordedLog) +
+                          "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are "
+                          "serialized due to insufficient register resources for the wgmma pipeline in the "
+                          "function 'flashjit_fwd'\n";
+  CHECK(nvrtc::parse_ptxas_info(log, "flashjit_fwd").wgmma_serialized);
+  CHECK_FALSE(nvrtc::parse_ptxas_info(log, "second").wgmma_serialized);
+  CHECK_FALSE(nvrtc::parse_ptxas_info(log, "flashjit").wgmma_serialized);
+  CHECK_FALSE(nvrtc::parse_ptxas_info(kRecordedLog, "flashjit_fwd").wgmma_serialized);
+}
