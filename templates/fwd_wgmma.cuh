@@ -178,15 +178,34 @@ struct FwdWgmmaKernel {
     return __shfl_sync(0xffffffffu, tile, 0);
   }
 
+  // Causal tiles go longest first: the last query blocks see the most keys,
+  // so the short ones fill in the end of the schedule. Where the K and V of
+  // all (batch, head) pairs outgrow the L2 (50 MB on H100/H200), longest first
+  // over all heads at once streams every head's K and V from HBM side by side
+  // and the power cap then holds the clock 11% below cuDNN's (d128 s8192,
+  // run 23); longest first within groups of kCausalGroup pairs lets the CTAs
+  // running at once share a few heads' K and V in L2. Run 24 (bf16 B4 H8,
+  // sustained clocks): grouped vs all heads d128 s4096 540 vs 517 TFLOP/s,
+  // s8192 560 vs 534, s3000 (47 MiB of K and V) 490 vs 483, d64 s8192 430 vs
+  // 414; all heads stay ahead where K and V fit (s1500: d128, 23 MiB, 402 vs
+  // 390, d64 263 vs 254; d64 s3000, 23 MiB, 362 vs 358). Nothing was
+  // measured between 23 and 32 MiB.
+  static constexpr int kCausalGroup = 8;
+  static constexpr long long kCausalGroupKvBytes = 28ll << 20;
+
   static __device__ __forceinline__ Block tile_block(const FwdParams& p, int tile) {
     const int mb = m_blocks(p);
     const int heads_batches = p.heads * p.batch;
     int m_block, bh;
     if constexpr (kIsCausal) {
-      // Longest first: the last query blocks of every head see the most keys,
-      // so the short ones fill in the end of the schedule.
-      m_block = mb - 1 - tile / heads_batches;
-      bh = tile % heads_batches;
+      const long long kv_bytes = 2ll * heads_batches * p.seqlen_k * kHeadDim * int(sizeof(Element));
+      const int group_pairs = kv_bytes > kCausalGroupKvBytes ? kCausalGroup : heads_batches;
+      const int group = tile / (mb * group_pairs);
+      const int first_bh = group * group_pairs;
+      const int group_size = fwd::imin(group_pairs, heads_batches - first_bh);
+      const int r = tile - first_bh * mb;
+      m_block = mb - 1 - r / group_size;
+      bh = first_bh + r % group_size;
     } else {
       // The query blocks of one head side by side: they read the same K and V
       // at about the same time, from L2.
