@@ -236,6 +236,19 @@ class Report:
             lines.append(line)
         return md_table(header, lines)
 
+    def unsteady(self, spread=1.05):
+        """Rows whose repetitions differ by more than `spread` (slowest / fastest): a clock change while
+        they were timed (bench/results/2026-12-04-h200-run21), or noise."""
+        out = []
+        for r in self.rows:
+            reps = [x for x in r.get("rep_ms") or [] if x]
+            if len(reps) >= 2 and max(reps) / min(reps) > spread:
+                out.append("%s %s %s d%d %s seq %s: reps %.4g-%.4g ms (x%.2f)" % (
+                    r["impl"], SHORT_DTYPE.get(r["dtype"], r["dtype"]), r["mode"], r["head_dim"],
+                    "causal" if r["causal"] else "noncausal", seq_label(r["seq"], r["seq_k"]),
+                    min(reps), max(reps), max(reps) / min(reps)))
+        return out
+
     def problems(self):
         bad, unsupported = [], defaultdict(list)
         for r in self.rows:
@@ -262,8 +275,11 @@ class Report:
             gpu = d.get("gpu") or d.get("device_kind") or "?"
             extra = ", ".join("%s %s" % (k, d[k]) for k in ("flashjit", "arch", "torch", "cuda", "jax", "driver_version",
                                                             "nvrtc", "cudnn") if k in d)
-            out.append("- `%s`: %d rows on %s (%s); started %s, tag %s" % (
-                os.path.basename(f["path"]), f["n"], gpu, extra, c.get("started", "?"), c.get("tag", "?")))
+            sustain = c.get("sustain_ms")
+            out.append("- `%s`: %d rows on %s (%s); started %s, tag %s; %s" % (
+                os.path.basename(f["path"]), f["n"], gpu, extra, c.get("started", "?"), c.get("tag", "?"),
+                "%g ms of sustained load before each cell's timing" % sustain if sustain else
+                "**no sustained load before timing**: medians may mix the boost and power-capped clocks"))
         if self.seed_rows:
             out.append("- seed: %d rows on %s: the columns and plot lines marked \"%s\" come from a different "
                        "GPU (and software) and are context, not a same-machine comparison." % (
@@ -313,6 +329,15 @@ class Report:
         for b in bad:
             out.append("- " + b)
         out.append("")
+        unsteady = self.unsteady()
+        if unsteady:
+            out.append("## Unsteady timings (slowest rep more than 5% above the fastest)")
+            out.append("")
+            for u in unsteady[:40]:
+                out.append("- " + u)
+            if len(unsteady) > 40:
+                out.append("- ... and %d more rows" % (len(unsteady) - 40))
+            out.append("")
         if unsupported:
             out.append("## Unsupported combinations (recorded as error rows, not measured)")
             out.append("")
