@@ -106,6 +106,23 @@ FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_c
   return FwdSchedule::kOneTilePerCta;
 }
 
+int fwd_wgmma_causal_group(long long kv_bytes, int pairs, int l2_bytes) {
+  // Longest first over all pairs at once balances the end of the schedule
+  // best, but where K and V of all pairs outgrow the L2 the CTAs running at
+  // once stream every head's K and V from HBM side by side, and under the
+  // power cap that costs clock (d128 causal s8192: 1530 MHz vs cuDNN's 1718,
+  // bench/results/2026-12-04-h200-run23). Groups of 8 pairs let those CTAs
+  // share a few heads' K and V. Run 24 (H200, L2 60 MiB, bf16 B4 H8,
+  // sustained clocks), groups of 8 vs all pairs: d128 s4096 (64 MiB of K and
+  // V) 540 vs 517 TFLOP/s, s8192 560 vs 534, s3000 (47 MiB) 490 vs 483, d64
+  // s8192 430 vs 414, d64 s4096 (32 MiB) 401 vs 399; all pairs ahead at 23
+  // MiB and less: d128 s1500 402 vs 390, d64 263 vs 254, d64 s3000 362 vs
+  // 358. Half the L2 (30 MiB there) lies between.
+  constexpr int kGroup = 8;
+  if (l2_bytes <= 0 || kv_bytes <= l2_bytes / 2) return std::max(pairs, 1);
+  return std::max(std::min(pairs, kGroup), 1);
+}
+
 namespace {
 
 int fwd_wgmma_smem_bytes(const KernelSpec& spec) {

@@ -38,6 +38,12 @@ bool fwd_wgmma_o_apart(const KernelSpec& spec);
 /// with `tiles` (query block, head, batch) tiles on `sm_count` SMs.
 FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_count);
 
+/// Hopper forward, causal: its tiles go longest first within groups of this
+/// many (batch, head) pairs (FwdTmaParams::causal_group), given the K and V
+/// bytes of all `pairs` pairs and the device's L2 size; `pairs` (one group)
+/// unless K and V outgrow the L2.
+int fwd_wgmma_causal_group(long long kv_bytes, int pairs, int l2_bytes);
+
 /// Largest dynamic shared memory per block on the arch (bytes, after opt-in).
 int max_smem_bytes(Arch arch);
 

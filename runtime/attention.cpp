@@ -174,6 +174,7 @@ struct Context::Impl {
   Arch arch = Arch::kSm90;
   bool have_device = false;
   int sm_count = 0;  ///< the persistent Hopper forward launches one CTA per SM
+  int l2_bytes = 0;  ///< the causal Hopper forward groups its tiles to stay in L2
   Error device_error;
   std::unique_ptr<Jit> jit;
   // Stream-ordered pool for per-call scratch (V^T of the TF32 Hopper
@@ -221,6 +222,7 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
     if (!arch && !impl.options.arch) return arch.error();
     impl.arch = arch ? *arch : *impl.options.arch;
     impl.sm_count = info->sm_count;
+    impl.l2_bytes = info->l2_bytes;
     impl.have_device = true;
   } else {
     impl.device_error = r.error();
@@ -482,6 +484,8 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
     // hopper.ctas CTAs, persistent or one per tile.
     grid = {unsigned(hopper.ctas), 1, 1};
     info.schedule = hopper.schedule;
+    const long long kv_bytes = 2LL * n.batch * n.heads * n.seqlen_k * n.head_dim * dtype_size(spec->dtype);
+    tma_params.causal_group = fwd_wgmma_causal_group(kv_bytes, n.batch * n.heads, impl_->l2_bytes);
     if (hopper.dynamic()) {
       tma_params.tile_counter = reinterpret_cast<int*>(scratch.ptr);
       if (auto r = driver::memset_d32_async(scratch.ptr, 0u, 1, a.stream); !r) {

@@ -63,6 +63,7 @@ struct FwdWgmmaKernel {
   static constexpr int kWarpgroupThreads = 128;
   static constexpr int kWgmmaM = 64;                   // rows of one wgmma = rows of one consumer
   static constexpr int kConsumers = kBlockM / kWgmmaM;
+  static constexpr int kConsumerWarps = kConsumers * kWarpgroupThreads / 32;  // each frees a slot by one arrival
   static_assert(kConsumers == 2, "the ping-pong schedule is written for two consumer warpgroups");
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;
   static constexpr int kMinBlocksPerSM = 1;
@@ -134,7 +135,7 @@ struct FwdWgmmaKernel {
   // q_empty: with O apart, every consumer warp arrives once its last S = Q K^T
   // of the tile is done; else one thread per consumer, once the TMA store
   // has read O out of the consumer's Q rows.
-  static constexpr int kQEmptyArrivals = kOApart ? kConsumers * kWarpgroupThreads / 32 : kConsumers;
+  static constexpr int kQEmptyArrivals = kOApart ? kConsumerWarps : kConsumers;
 
   using Block = fwd::Block;
 
@@ -144,7 +145,6 @@ struct FwdWgmmaKernel {
   // the consumers follow it without computing it; a tile index >= num_tiles
   // ends the CTA's work.
   // -------------------------------------------------------------------------
-  static constexpr int kTileSlotArrivals = kConsumers * kWarpgroupThreads / 32;  // one per consumer warp
 
   static __device__ __forceinline__ int m_blocks(const FwdParams& p) { return (p.seqlen_q + kBlockM - 1) / kBlockM; }
   static __device__ __forceinline__ int num_tiles(const FwdParams& p) { return m_blocks(p) * p.heads * p.batch; }
@@ -178,28 +178,17 @@ struct FwdWgmmaKernel {
     return __shfl_sync(0xffffffffu, tile, 0);
   }
 
-  // Causal tiles go longest first: the last query blocks see the most keys,
-  // so the short ones fill in the end of the schedule. Where the K and V of
-  // all (batch, head) pairs outgrow the L2 (50 MB on H100/H200), longest first
-  // over all heads at once streams every head's K and V from HBM side by side
-  // and the power cap then holds the clock 11% below cuDNN's (d128 s8192,
-  // run 23); longest first within groups of kCausalGroup pairs lets the CTAs
-  // running at once share a few heads' K and V in L2. Run 24 (bf16 B4 H8,
-  // sustained clocks): grouped vs all heads d128 s4096 540 vs 517 TFLOP/s,
-  // s8192 560 vs 534, s3000 (47 MiB of K and V) 490 vs 483, d64 s8192 430 vs
-  // 414; all heads stay ahead where K and V fit (s1500: d128, 23 MiB, 402 vs
-  // 390, d64 263 vs 254; d64 s3000, 23 MiB, 362 vs 358). Nothing was
-  // measured between 23 and 32 MiB.
-  static constexpr int kCausalGroup = 8;
-  static constexpr long long kCausalGroupKvBytes = 28ll << 20;
-
-  static __device__ __forceinline__ Block tile_block(const FwdParams& p, int tile) {
+  static __device__ __forceinline__ Block tile_block(const FwdTmaParams& tp, int tile) {
+    const FwdParams& p = tp.p;
     const int mb = m_blocks(p);
     const int heads_batches = p.heads * p.batch;
     int m_block, bh;
     if constexpr (kIsCausal) {
-      const long long kv_bytes = 2ll * heads_batches * p.seqlen_k * kHeadDim * int(sizeof(Element));
-      const int group_pairs = kv_bytes > kCausalGroupKvBytes ? kCausalGroup : heads_batches;
+      // Longest first within groups of tp.causal_group (batch, head) pairs:
+      // the last query blocks see the most keys, so the short ones fill in
+      // the end of each group; the host picks the group size
+      // (fwd_wgmma_causal_group), all pairs where K and V fit in L2.
+      const int group_pairs = tp.causal_group;
       const int group = tile / (mb * group_pairs);
       const int first_bh = group * group_pairs;
       const int group_size = fwd::imin(group_pairs, heads_batches - first_bh);
@@ -268,7 +257,7 @@ struct FwdWgmmaKernel {
     for (int k = 0;; ++k, tile = next_tile(tp, tile)) {
       publish_tile(smem, k, tile);
       if (tile >= tiles) break;
-      const Block blk = tile_block(tp.p, tile);
+      const Block blk = tile_block(tp, tile);
       if (blk.n_tiles == 0) continue;  // the consumers write zeros without Q
       // K first: its slot frees while the previous tile still runs; Q waits
       // for that tile's last S (or, without O apart, its O store).
@@ -628,7 +617,7 @@ struct FwdWgmmaKernel {
     for (int k = 0;; ++k) {
       const int tile = take_tile(smem, k, tid % 32);
       if (tile >= tiles) break;
-      const Block blk = tile_block(params, tile);
+      const Block blk = tile_block(tp, tile);
       float acc_o[kORegs];
 #pragma unroll
       for (int i = 0; i < kORegs; ++i) acc_o[i] = 0.f;
@@ -686,7 +675,7 @@ struct FwdWgmmaKernel {
       ptx::mbarrier_init(ptx::smem_u32(&smem.q_empty), kQEmptyArrivals);
       for (int slot = 0; slot < 2; ++slot) {
         ptx::mbarrier_init(ptx::smem_u32(&smem.tile_full[slot]), 1);
-        ptx::mbarrier_init(ptx::smem_u32(&smem.tile_empty[slot]), kTileSlotArrivals);
+        ptx::mbarrier_init(ptx::smem_u32(&smem.tile_empty[slot]), kConsumerWarps);
       }
 #pragma unroll
       for (int s = 0; s < kStages; ++s) {
@@ -694,8 +683,8 @@ struct FwdWgmmaKernel {
         // arrival per consumer warp.
         ptx::mbarrier_init(ptx::smem_u32(&smem.k_full[s]), 1);
         ptx::mbarrier_init(ptx::smem_u32(&smem.v_full[s]), 1);
-        ptx::mbarrier_init(ptx::smem_u32(&smem.k_empty[s]), kConsumers * kWarpgroupThreads / 32);
-        ptx::mbarrier_init(ptx::smem_u32(&smem.v_empty[s]), kConsumers * kWarpgroupThreads / 32);
+        ptx::mbarrier_init(ptx::smem_u32(&smem.k_empty[s]), kConsumerWarps);
+        ptx::mbarrier_init(ptx::smem_u32(&smem.v_empty[s]), kConsumerWarps);
       }
       ptx::fence_mbarrier_init();
     }

@@ -51,6 +51,9 @@ struct alignas(64) TmaDescriptor {
 /// tile_counter: null for a static schedule (CTA i takes tiles i, i + grid,
 /// ...); else a device int that is 0 at launch, from which the CTAs take their
 /// tiles after the first one (a dynamic schedule).
+/// causal_group: causal tiles go longest first within groups of this many
+/// (batch, head) pairs (fwd_wgmma_causal_group); >= 1, batch * heads for one
+/// group of all pairs.
 struct FwdTmaParams {
   FwdParams p;
   TmaDescriptor tma_q;
@@ -58,6 +61,7 @@ struct FwdTmaParams {
   TmaDescriptor tma_v;
   TmaDescriptor tma_o;
   int* tile_counter;
+  int causal_group;
 };
 
 /// V^T for the TF32 Hopper forward (templates/v_transpose.cuh): v as in

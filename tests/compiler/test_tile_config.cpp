@@ -69,6 +69,19 @@ TEST_CASE("Hopper forward: the schedule follows the measurements", "[tile]") {
         FwdSchedule::kOneTilePerCta);
 }
 
+TEST_CASE("causal Hopper tiles are grouped by 8 heads where K and V outgrow half the L2", "[tile]") {
+  constexpr int kL2 = 60 << 20;  // the H200's
+  constexpr long long kMiB = 1 << 20;
+  // bf16 B4 H8 (32 pairs): K and V of d128 s1500 (23 MiB) and d64 s4096 (32 MiB).
+  CHECK(fwd_wgmma_causal_group(2LL * 32 * 1500 * 128 * 2, 32, kL2) == 32);
+  CHECK(fwd_wgmma_causal_group(2LL * 32 * 4096 * 64 * 2, 32, kL2) == 8);
+  CHECK(fwd_wgmma_causal_group(30 * kMiB, 32, kL2) == 32);
+  CHECK(fwd_wgmma_causal_group(30 * kMiB + 1, 32, kL2) == 8);
+  CHECK(fwd_wgmma_causal_group(128 * kMiB, 5, kL2) == 5);   // fewer pairs than a group
+  CHECK(fwd_wgmma_causal_group(128 * kMiB, 32, 0) == 32);   // L2 size unknown: one group
+  CHECK(fwd_wgmma_causal_group(0, 0, kL2) == 1);            // never 0: the kernel divides by it
+}
+
 TEST_CASE("forward schedules print and parse", "[tile]") {
   for (FwdSchedule s : {FwdSchedule::kAuto, FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic,
                         FwdSchedule::kOneTilePerCta}) {
