@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <fstream>
@@ -96,11 +97,13 @@ Result<std::vector<char>> Jit::compile_with_nvrtc(const KernelSpec& spec, Compil
                       fmt::format("compiling {}: {}", spec.to_string(), out.error().message));
   }
   const auto info = nvrtc::parse_ptxas_info(out->log, kernel_names(spec).front());
-  if (info.wgmma_serialized && warn_) {
-    warn_(fmt::format("{}: ptxas serialised the kernel's wgmma instructions (C7511: too few registers for "
-                      "the wgmma pipeline); results are right but slow. This NVRTC/ptxas version needs a "
+  if ((info.wgmma_serialized || info.wgmma_wait_injected) && warn_) {
+    warn_(fmt::format("{}: ptxas {} ({}); results are right but slow. This NVRTC/ptxas version needs a "
                       "template change: please report it",
-                      spec.to_string()));
+                      spec.to_string(),
+                      info.wgmma_serialized ? "serialised the kernel's wgmma instructions"
+                                            : "added waits for the kernel's wgmma instructions",
+                      fmt::join(info.wgmma_notes, "; ")));
   }
   record->registers = info.registers;
   if (info.spill_stores >= 0 && info.stack_frame >= 0) {

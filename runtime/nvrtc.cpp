@@ -321,6 +321,8 @@ PtxasInfo parse_ptxas_info(const std::string& log, const std::string& kernel) {
   // ptxas names the function in the line itself, outside any section:
   //   ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are
   //   serialized due to insufficient register resources for the wgmma pipeline in the function 'k'
+  //   ptxas info    : (C7517) warpgroup.wait is injected in around line 1080 by compiler to allow
+  //   use of registers defined by GMMA in function 'k'
   const std::string quoted = "'" + kernel + "'";
   std::string_view rest = log;
   while (!rest.empty()) {
@@ -330,10 +332,14 @@ PtxasInfo parse_ptxas_info(const std::string& log, const std::string& kernel) {
     // A kernel's lines run from its own header to the next function's header.
     if (std::string_view name = section_name(line); !name.empty()) in_section = name == kernel;
     if (in_section) read_counts(line, info);
-    if (line.find("wgmma.mma_async instructions are serialized") != std::string_view::npos &&
-        line.find(quoted) != std::string_view::npos) {
-      info.wgmma_serialized = true;
-    }
+    if (line.find(quoted) == std::string_view::npos) continue;
+    const bool serialized = line.find("wgmma.mma_async instructions are serialized") != std::string_view::npos;
+    const bool wait_injected = line.find("warpgroup.wait is injected") != std::string_view::npos;
+    if (!serialized && !wait_injected) continue;
+    info.wgmma_serialized |= serialized;
+    info.wgmma_wait_injected |= wait_injected;
+    const size_t code = line.find("(C");
+    info.wgmma_notes.emplace_back(line.substr(code == std::string_view::npos ? 0 : code));
   }
   return info;
 }

@@ -151,7 +151,9 @@ int cmd_resources(const SpecCommand& c, bool json, bool print_log) {
                               {"static_smem", json_value(r.info.static_smem)},
                               {"dynamic_smem", json_value(r.dynamic_smem)},
                               {"threads", json_value(r.threads)},
-                              {"wgmma_serialized", r.info.wgmma_serialized}});
+                              {"wgmma_serialized", r.info.wgmma_serialized},
+                              {"wgmma_wait_injected", r.info.wgmma_wait_injected},
+                              {"wgmma_notes", r.info.wgmma_notes}});
     }
     std::cout << j.dump(2) << "\n";
   } else {
@@ -165,9 +167,7 @@ int cmd_resources(const SpecCommand& c, bool json, bool print_log) {
                  cell(r.info.stack_frame), cell(r.info.static_smem), cell(r.dynamic_smem));
     }
     for (const Row& r : rows) {
-      if (r.info.wgmma_serialized) {
-        fmt::print("warning: ptxas serialised the wgmma instructions of {} (C7511)\n", r.name);
-      }
+      for (const std::string& note : r.info.wgmma_notes) fmt::print("warning: {}: {}\n", r.name, note);
     }
   }
   if (print_log) std::fprintf(stderr, "%s\n", out->log.c_str());

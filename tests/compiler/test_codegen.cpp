@@ -104,7 +104,7 @@ std::vector<CompileCheck> compile_all(const std::vector<KernelSpec>& specs) {
                                std::to_string(info.spill_loads));
         }
         // Right results at a fraction of the speed: no GPU test would notice.
-        if (info.wgmma_serialized) c.spilling.push_back(k + ": ptxas serialised its wgmma (C7511)");
+        for (const std::string& note : info.wgmma_notes) c.spilling.push_back(k + ": " + note);
       }
     }
   };
