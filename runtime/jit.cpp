@@ -97,13 +97,10 @@ Result<std::vector<char>> Jit::compile_with_nvrtc(const KernelSpec& spec, Compil
                       fmt::format("compiling {}: {}", spec.to_string(), out.error().message));
   }
   const auto info = nvrtc::parse_ptxas_info(out->log, kernel_names(spec).front());
-  if ((info.wgmma_serialized || info.wgmma_wait_injected) && warn_) {
-    warn_(fmt::format("{}: ptxas {} ({}); results are right but slow. This NVRTC/ptxas version needs a "
-                      "template change: please report it",
-                      spec.to_string(),
-                      info.wgmma_serialized ? "serialised the kernel's wgmma instructions"
-                                            : "added waits for the kernel's wgmma instructions",
-                      fmt::join(info.wgmma_notes, "; ")));
+  if (!info.wgmma_notes.empty() && warn_) {
+    warn_(fmt::format("{}: ptxas slowed the kernel's wgmma instructions ({}); results are right but slow. "
+                      "This NVRTC/ptxas version needs a template change: please report it",
+                      spec.to_string(), fmt::join(info.wgmma_notes, "; ")));
   }
   record->registers = info.registers;
   if (info.spill_stores >= 0 && info.stack_frame >= 0) {

@@ -39,11 +39,13 @@
 // Between two tiles a consumer spends ~2300 cycles from its last P V to its
 // next S (bench/results/2026-12-04-h200-run27: waiting for that P V, the O
 // store, the next tile's Q and first K, which land ~3000 cycles after they
-// are issued), ~7% of a tile at s1500. Measured slower on the H200 and left
-// out (runs 25-29 there): a second Q buffer with Q a tile ahead (the first K
-// waits as long), contiguous runs of tiles per CTA (s8192 565 vs 614
-// TFLOP/s), and per-consumer Q boxes with the row sums and next tile taken
-// under the last P V (4-8% slower everywhere, cause not found).
+// are issued); the tensor cores idle ~5% of a tile at s1500. Measured slower
+// on the H200 and left out (runs 25-29 there): a second Q buffer with Q a
+// tile ahead (the first K waits as long), contiguous runs of tiles per CTA
+// (s8192 565 vs 614 TFLOP/s), and per-consumer Q boxes with the row sums and
+// next tile taken under the last P V (4-8% slower everywhere: ptxas moved
+// the main loop's ring arithmetic off the uniform datapath). Check a change
+// to the consumer with scripts/sass_mainloop.py before timing it.
 //
 // Launch contract: grid = G x 1 x 1 with 1 <= G <= tiles, tiles =
 // ceil(Sq / kBlockM) * heads * batch and tiles + G < 2^31, block = kThreads,

@@ -77,7 +77,7 @@ struct CompileCheck {
   std::string spec;
   bool ok = false;
   std::string error;
-  std::vector<std::string> spilling;  // kernels with spills or a stack frame
+  std::vector<std::string> perf_bugs;  // kernels with spills, a stack frame or slowed wgmma
   int registers = -1;
 };
 
@@ -99,12 +99,12 @@ std::vector<CompileCheck> compile_all(const std::vector<KernelSpec>& specs) {
         const auto info = nvrtc::parse_ptxas_info(r->log, k);
         if (k == kernel_names(s).front()) c.registers = info.registers;
         if (info.registers < 0 || info.spill_stores != 0 || info.spill_loads != 0) {
-          c.spilling.push_back(k + ": regs " + std::to_string(info.registers) + ", spill stores " +
+          c.perf_bugs.push_back(k + ": regs " + std::to_string(info.registers) + ", spill stores " +
                                std::to_string(info.spill_stores) + ", spill loads " +
                                std::to_string(info.spill_loads));
         }
         // Right results at a fraction of the speed: no GPU test would notice.
-        for (const std::string& note : info.wgmma_notes) c.spilling.push_back(k + ": " + note);
+        for (const std::string& note : info.wgmma_notes) c.perf_bugs.push_back(k + ": " + note);
       }
     }
   };
@@ -118,7 +118,7 @@ void check_all(const std::vector<CompileCheck>& results) {
   for (const CompileCheck& c : results) {
     INFO(c.spec << "\n" << c.error);
     CHECK(c.ok);
-    for (const std::string& s : c.spilling) {
+    for (const std::string& s : c.perf_bugs) {
       INFO(s);
       CHECK(false);  // local-memory spills and serialised wgmma are performance bugs
     }
