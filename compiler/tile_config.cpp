@@ -45,6 +45,10 @@ TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   //    (S 32, P 16) and two stages (194 KiB). Run 11 (bench/results/
   //    2026-12-03-h200-run11): s8192 690 TFLOP/s (mma.sync 232, cuDNN 678),
   //    causal 598 (cuDNN 653).
+  // Re-measured on the current kernel (run 33, bench/results/2026-12-04-h200-
+  // run33): still the best or within 1% everywhere, except bf16 causal D = 64
+  // below s3000, where 128 keys are 1-3% faster (and 1.5% slower at s8192).
+  // At D = 128 three stages leave no room for O apart from Q: 3-6% slower.
   TileConfig t;
   if (spec.head_dim > 128) {
     t = TileConfig{128, 64, 12, 2};

@@ -44,8 +44,12 @@
 // tile ahead (the first K waits as long), contiguous runs of tiles per CTA
 // (s8192 565 vs 614 TFLOP/s), and per-consumer Q boxes with the row sums and
 // next tile taken under the last P V (4-8% slower everywhere: ptxas moved
-// the main loop's ring arithmetic off the uniform datapath). Check a change
-// to the consumer with scripts/sass_mainloop.py before timing it.
+// the main loop's ring arithmetic off the uniform datapath). Runs 31-32
+// left out two more that kept the loop's SASS: the O store deferred under
+// the next tile's first S (no faster at s1500-3000, 2% slower at d128
+// s8192: the wait is for Q and K, not the store) and Q as one 64-row box
+// per consumer (within 1%, d128 s8192 -1.5%). Check a change to the
+// consumer with scripts/sass_mainloop.py before timing it.
 //
 // Launch contract: grid = G x 1 x 1 with 1 <= G <= tiles, tiles =
 // ceil(Sq / kBlockM) * heads * batch and tiles + G < 2^31, block = kThreads,

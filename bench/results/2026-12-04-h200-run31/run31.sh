@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Device script for bench/candidates/deferred-o-store.patch and split-q.patch (see README.md there). Build
+# Device script for deferred-o-store.patch and split-q.patch (this directory; they were bench/candidates/ before this run). Build
 # first, here, from a clean main:
 #   (cd build && make -j2) && rm -rf .dist-old && cmake --install build --prefix .dist-old --strip
-#   git apply bench/candidates/deferred-o-store.patch && (cd build && make -j2)
+#   git apply bench/results/2026-12-04-h200-run31/deferred-o-store.patch && (cd build && make -j2)
 #   rm -rf .dist && cmake --install build --prefix .dist --strip
-#   git apply bench/candidates/split-q.patch && (cd build && make -j2)
+#   git apply bench/results/2026-12-04-h200-run31/split-q.patch && (cd build && make -j2)
 #   rm -rf .dist-splitq && cmake --install build --prefix .dist-splitq --strip && rm -rf .dist*/lib .dist*/include
 # then run it with carry [".dist", ".dist-old", ".dist-splitq"] (about 7 minutes of device time). The GPU tests
 # run on .dist-splitq, which holds both changes.
