@@ -313,7 +313,22 @@ void read_counts(std::string_view line, PtxasInfo& info) {
   }
 }
 
+// What ptxas writes when it serialises a kernel's wgmma (C7511, C7518, ...)
+// or adds a wait for them (C7517).
+constexpr std::string_view kSerialized = "wgmma.mma_async instructions are serialized";
+constexpr std::string_view kWaitInjected = "warpgroup.wait is injected";
+
+bool any_note_has(const std::vector<std::string>& notes, std::string_view text) {
+  for (const std::string& n : notes) {
+    if (n.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool PtxasInfo::wgmma_serialized() const { return any_note_has(wgmma_notes, kSerialized); }
+bool PtxasInfo::wgmma_wait_injected() const { return any_note_has(wgmma_notes, kWaitInjected); }
 
 PtxasInfo parse_ptxas_info(const std::string& log, const std::string& kernel) {
   PtxasInfo info;
@@ -333,11 +348,9 @@ PtxasInfo parse_ptxas_info(const std::string& log, const std::string& kernel) {
     if (std::string_view name = section_name(line); !name.empty()) in_section = name == kernel;
     if (in_section) read_counts(line, info);
     if (line.find(quoted) == std::string_view::npos) continue;
-    const bool serialized = line.find("wgmma.mma_async instructions are serialized") != std::string_view::npos;
-    const bool wait_injected = line.find("warpgroup.wait is injected") != std::string_view::npos;
-    if (!serialized && !wait_injected) continue;
-    info.wgmma_serialized |= serialized;
-    info.wgmma_wait_injected |= wait_injected;
+    if (line.find(kSerialized) == std::string_view::npos && line.find(kWaitInjected) == std::string_view::npos) {
+      continue;
+    }
     const size_t code = line.find("(C");
     info.wgmma_notes.emplace_back(line.substr(code == std::string_view::npos ? 0 : code));
   }

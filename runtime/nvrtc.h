@@ -49,22 +49,24 @@ Result<CompileOutput> compile(const std::string& source, const std::string& name
 /// Parses the ptxas -v lines of a log for the function `kernel`: registers,
 /// spill stores/loads (bytes), stack frame (bytes). Missing values are -1
 /// (static_smem is 0 when the "Used ... registers" line names no smem).
-/// wgmma_serialized: ptxas said it serialised the kernel's wgmma ("Potential
-/// Performance Loss", for any reason: C7511 too few registers, C7518 a
-/// dependence in a divergent path, ...): each waits for the one before, which
-/// costs a Hopper kernel most of its speed while every result stays right.
-/// wgmma_wait_injected: ptxas added a wait for in-flight wgmma before some
-/// use of their registers (C7517): an overlap the kernel counts on may be gone.
-/// wgmma_notes: those lines of ptxas for this kernel, from the "(C75..)" code on.
+/// wgmma_notes: ptxas' lines for this kernel that say it serialised its wgmma
+/// or added a wait for them, each from its "(C75..)" code on; the two
+/// questions below are asked of these lines.
 struct PtxasInfo {
   int registers = -1;
   int spill_stores = -1;
   int spill_loads = -1;
   int stack_frame = -1;
   int static_smem = -1;
-  bool wgmma_serialized = false;
-  bool wgmma_wait_injected = false;
   std::vector<std::string> wgmma_notes;
+  /// ptxas serialised the kernel's wgmma ("Potential Performance Loss", for
+  /// any reason: C7511 too few registers, C7518 a dependence in a divergent
+  /// path, ...): each waits for the one before, which costs a Hopper kernel
+  /// most of its speed while every result stays right.
+  bool wgmma_serialized() const;
+  /// ptxas added a wait for in-flight wgmma before some use of their
+  /// registers (C7517): an overlap the kernel counts on may be gone.
+  bool wgmma_wait_injected() const;
 };
 PtxasInfo parse_ptxas_info(const std::string& log, const std::string& kernel);
 

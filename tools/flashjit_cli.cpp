@@ -151,8 +151,8 @@ int cmd_resources(const SpecCommand& c, bool json, bool print_log) {
                               {"static_smem", json_value(r.info.static_smem)},
                               {"dynamic_smem", json_value(r.dynamic_smem)},
                               {"threads", json_value(r.threads)},
-                              {"wgmma_serialized", r.info.wgmma_serialized},
-                              {"wgmma_wait_injected", r.info.wgmma_wait_injected},
+                              {"wgmma_serialized", r.info.wgmma_serialized()},
+                              {"wgmma_wait_injected", r.info.wgmma_wait_injected()},
                               {"wgmma_notes", r.info.wgmma_notes}});
     }
     std::cout << j.dump(2) << "\n";

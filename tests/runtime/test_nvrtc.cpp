@@ -330,10 +330,10 @@ TEST_CASE("parse_ptxas_info sees ptxas serialise a kernel's wgmma", "[nvrtc]") {
                           "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are "
                           "serialized due to insufficient register resources for the wgmma pipeline in the "
                           "function 'flashjit_fwd'\n";
-  CHECK(nvrtc::parse_ptxas_info(log, "flashjit_fwd").wgmma_serialized);
-  CHECK_FALSE(nvrtc::parse_ptxas_info(log, "second").wgmma_serialized);
-  CHECK_FALSE(nvrtc::parse_ptxas_info(log, "flashjit").wgmma_serialized);
-  CHECK_FALSE(nvrtc::parse_ptxas_info(kRecordedLog, "flashjit_fwd").wgmma_serialized);
+  CHECK(nvrtc::parse_ptxas_info(log, "flashjit_fwd").wgmma_serialized());
+  CHECK_FALSE(nvrtc::parse_ptxas_info(log, "second").wgmma_serialized());
+  CHECK_FALSE(nvrtc::parse_ptxas_info(log, "flashjit").wgmma_serialized());
+  CHECK_FALSE(nvrtc::parse_ptxas_info(kRecordedLog, "flashjit_fwd").wgmma_serialized());
   const nvrtc::PtxasInfo c7511 = nvrtc::parse_ptxas_info(log, "flashjit_fwd");
   REQUIRE(c7511.wgmma_notes.size() == 1);
   CHECK(c7511.wgmma_notes[0].rfind("(C7511) Potential Performance Loss", 0) == 0);
@@ -349,8 +349,8 @@ TEST_CASE("parse_ptxas_info sees every reason ptxas gives for serialising or wai
                             "serialized due to program dependence on compiler-inserted WG.DP in divergent path in "
                             "the function 'flashjit_fwd'\n";
   const nvrtc::PtxasInfo serialized = nvrtc::parse_ptxas_info(c7518, "flashjit_fwd");
-  CHECK(serialized.wgmma_serialized);
-  CHECK_FALSE(serialized.wgmma_wait_injected);
+  CHECK(serialized.wgmma_serialized());
+  CHECK_FALSE(serialized.wgmma_wait_injected());
   CHECK(serialized.registers == 168);
   REQUIRE(serialized.wgmma_notes.size() == 1);
   CHECK(serialized.wgmma_notes[0].rfind("(C7518)", 0) == 0);
@@ -359,9 +359,9 @@ TEST_CASE("parse_ptxas_info sees every reason ptxas gives for serialising or wai
                             "ptxas info    : (C7517) warpgroup.wait is injected in around line 1080 by compiler to "
                             "allow use of registers defined by GMMA in function 'flashjit_fwd'\n";
   const nvrtc::PtxasInfo waited = nvrtc::parse_ptxas_info(c7517, "flashjit_fwd");
-  CHECK_FALSE(waited.wgmma_serialized);
-  CHECK(waited.wgmma_wait_injected);
+  CHECK_FALSE(waited.wgmma_serialized());
+  CHECK(waited.wgmma_wait_injected());
   REQUIRE(waited.wgmma_notes.size() == 1);
   CHECK(waited.wgmma_notes[0].find("warpgroup.wait is injected") != std::string::npos);
-  CHECK_FALSE(nvrtc::parse_ptxas_info(c7517, "second").wgmma_wait_injected);
+  CHECK_FALSE(nvrtc::parse_ptxas_info(c7517, "second").wgmma_wait_injected());
 }
