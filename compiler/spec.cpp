@@ -302,6 +302,14 @@ std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool 
               s.deterministic = det;
               const KernelSpec preferred = preferred_spec(s);
               out.push_back(preferred);
+              if (preferred.tile.wgmma) {  // the tiles a key length may pick beside the policy's
+                for (const TileConfig& t : fwd_wgmma_key_tiles(preferred)) {
+                  if (t == preferred.tile) continue;
+                  KernelSpec alt = preferred;
+                  alt.tile = t;
+                  out.push_back(alt);
+                }
+              }
               if (all_paths && preferred.tile.wgmma) out.push_back(preferred_spec(s, false));
             }
           }

@@ -78,6 +78,45 @@ constexpr int kWgmmaAlignSlack = 1024;
 
 }  // namespace
 
+namespace {
+
+// The short-key alternative of the 16-bit head_dim 64 non-causal tile: 128
+// keys, four stages (run 33: within 1% of two and three; four held causal
+// s8192 best). Its products ran at 0.93-0.99 of the 192-key tile's rate at
+// s1500-8192 (run 33: 368 vs 385, 399 vs 429, 458 vs 463 TFLOP/s), so it
+// wins only where it pads the keys to at most that fraction of 192's
+// padding: 600 keys pad to 640 instead of 768 (run 35: the 192-key tile is
+// 0.95x cuDNN at 3000 queries x 600 keys, 1.13x at 1500 keys).
+constexpr TileConfig kShortKeysD64{128, 128, 12, 4, true};
+constexpr int kShortKeysRatePct = 93;
+
+bool has_short_keys_tile(const KernelSpec& spec) {
+  return spec.direction == Direction::kFwd && spec.tile.wgmma && spec.dtype != DType::kF32 &&
+         spec.head_dim == 64 && !spec.causal;
+}
+
+long long padded_keys(int seqlen_k, int block_n) {
+  return (static_cast<long long>(seqlen_k) + block_n - 1) / block_n * block_n;
+}
+
+}  // namespace
+
+TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k) {
+  KernelSpec policy = spec;
+  policy.tile = choose_tile_config(spec);
+  if (!has_short_keys_tile(policy) || seqlen_k <= 0) return policy.tile;
+  const long long wide = padded_keys(seqlen_k, policy.tile.block_n);
+  const long long narrow = padded_keys(seqlen_k, kShortKeysD64.block_n);
+  return narrow * 100 < wide * kShortKeysRatePct ? kShortKeysD64 : policy.tile;
+}
+
+std::vector<TileConfig> fwd_wgmma_key_tiles(const KernelSpec& spec) {
+  KernelSpec policy = spec;
+  policy.tile = choose_tile_config(spec);
+  if (!has_short_keys_tile(policy)) return {policy.tile};
+  return {policy.tile, kShortKeysD64};
+}
+
 bool fwd_wgmma_o_apart(const KernelSpec& spec) {
   return fwd_wgmma_tile_bytes(spec) + fwd_wgmma_o_bytes(spec) + kWgmmaBarrierBlock + kWgmmaAlignSlack <=
          max_smem_bytes(Arch::kSm90a);

@@ -2,6 +2,8 @@
 // shared-memory size each tile config needs. Testable with no GPU.
 #pragma once
 
+#include <vector>
+
 #include "compiler/spec.h"
 
 namespace flashjit {
@@ -28,6 +30,16 @@ int smem_bytes(const KernelSpec& spec);
 /// Dynamic shared memory (bytes) of the backward's separate dQ kernel
 /// (flashjit_bwd_dq, used in deterministic mode); passed as kDqSmemBytes.
 int bwd_dq_smem_bytes(const KernelSpec& spec);
+
+/// Hopper forward: the policy's tile for a key length (the longest of the
+/// batch). 16-bit head_dim 64 non-causal takes 128 keys per tile instead of
+/// 192 where that pads the keys by enough less to pay for the narrower tile's
+/// lower rate; every other spec keeps choose_tile_config's tile.
+TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k);
+
+/// Hopper forward: every tile fwd_wgmma_tile_for_keys may pick for `spec`
+/// (the policy's first), so that a warm-up compiles each.
+std::vector<TileConfig> fwd_wgmma_key_tiles(const KernelSpec& spec);
 
 /// Hopper forward: true where O's staging tile fits in shared memory beside
 /// Q and the K/V ring, so the next tile's Q can land while O is stored

@@ -264,6 +264,7 @@ Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool d
   spec.arch = arch;
   spec.deterministic = direction == Direction::kBwd && deterministic;
   spec = preferred_spec(spec, allow_wgmma);
+  if (direction == Direction::kFwd && spec.tile.wgmma) spec.tile = fwd_wgmma_tile_for_keys(spec, p.seqlen_k);
   if (direction == Direction::kFwd && fwd_tile) {
     // A tile applies only to its own kernel family: an mma.sync tile never
     // replaces the Hopper kernel's, nor a "_wg" tile the mma.sync kernel's.

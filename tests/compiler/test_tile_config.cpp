@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <vector>
+
 #include "compiler/spec.h"
 #include "compiler/tile_config.h"
 
@@ -19,12 +22,22 @@ TEST_CASE("tile policy gives a valid config that fits shared memory for every sp
 }
 
 TEST_CASE("tile policy is a pure function of the spec", "[tile]") {
+  int key_length_tiles = 0;
   for (const KernelSpec& s : all_supported_specs(Arch::kSm90)) {
     KernelSpec other = s;
     other.tile = TileConfig{};
-    CHECK(choose_tile_config(other) == s.tile);
-    CHECK(with_default_tile(other) == s);
+    INFO(s.to_string());
+    if (choose_tile_config(other) == s.tile) {
+      CHECK(with_default_tile(other) == s);
+    } else {
+      // The Hopper forward's tile for some key lengths (fwd_wgmma_tile_for_keys).
+      const std::vector<TileConfig> tiles = fwd_wgmma_key_tiles(other);
+      CHECK(tiles.front() == choose_tile_config(other));
+      CHECK(std::find(tiles.begin() + 1, tiles.end(), s.tile) != tiles.end());
+      ++key_length_tiles;
+    }
   }
+  CHECK(key_length_tiles == 4);  // bf16 and f16 head_dim 64 non-causal, even and padded
 }
 
 TEST_CASE("tile validation rejects oversized or malformed tiles", "[tile]") {
@@ -90,4 +103,44 @@ TEST_CASE("forward schedules print and parse", "[tile]") {
   auto bad = parse_fwd_schedule("static");
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.error().message, Catch::Contains("auto, persistent, dynamic or tiles"));
+}
+
+TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile where 192 pads much more",
+          "[tile]") {
+  KernelSpec s;
+  s.arch = Arch::kSm90a;
+  s.head_dim = 64;
+  s.tile = choose_tile_config(s);
+  REQUIRE(s.tile.wgmma);
+  REQUIRE(s.tile.block_n == 192);
+  // 600 keys: 640 with 128 per tile, 768 with 192; 100: 128 vs 192; 1000: 1024 vs 1152.
+  for (int keys : {1, 100, 128, 512, 600, 1000, 1024}) {
+    INFO(keys);
+    CHECK(fwd_wgmma_tile_for_keys(s, keys).block_n == 128);
+    CHECK(fwd_wgmma_tile_for_keys(s, keys).num_stages == 4);
+  }
+  // Equal padding, or 128's not less by 7%: the policy's 192.
+  for (int keys : {192, 300, 1500, 2048, 3000, 4096, 8192}) {
+    INFO(keys);
+    CHECK(fwd_wgmma_tile_for_keys(s, keys) == s.tile);
+  }
+  CHECK(fwd_wgmma_key_tiles(s).size() == 2);
+  CHECK(fwd_wgmma_key_tiles(s).front() == s.tile);
+  for (const TileConfig& t : fwd_wgmma_key_tiles(s)) {
+    KernelSpec v = s;
+    v.tile = t;
+    CHECK(validate_tile_config(v).ok());
+  }
+  // Every other spec keeps the policy's tile at every length.
+  for (auto edit : std::vector<void (*)(KernelSpec&)>{
+           [](KernelSpec& k) { k.causal = true; }, [](KernelSpec& k) { k.head_dim = 128; },
+           [](KernelSpec& k) { k.head_dim = 256; },
+           [](KernelSpec& k) { k.dtype = DType::kF32; k.precision = Precision::kTF32; }}) {
+    KernelSpec o = s;
+    edit(o);
+    o.tile = choose_tile_config(o);
+    INFO(o.to_string());
+    CHECK(fwd_wgmma_tile_for_keys(o, 600) == o.tile);
+    CHECK(fwd_wgmma_key_tiles(o).size() == 1);
+  }
 }

@@ -245,3 +245,41 @@ TEST_CASE("head_dim 256 takes the Hopper kernel on sm_90; a _wg tile never reach
   CHECK_FALSE((*forced)->spec_for(p, Direction::kFwd).value().tile.wgmma);
   CHECK((*forced)->spec_for(p, Direction::kFwd).value().arch == Arch::kSm90);
 }
+
+TEST_CASE("the Hopper forward's tile follows the key length at head_dim 64; a forced tile still wins", "[jit]") {
+  TempDir dir;
+  ContextOptions o;
+  o.cache.dir = dir.path;
+  o.arch = Arch::kSm90;
+  auto ctx = Context::create(o);
+  REQUIRE(ctx.ok());
+  Problem p;
+  p.batch = 4; p.heads = 8; p.seqlen_q = 3000; p.seqlen_k = 600; p.head_dim = 64;
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg");
+  p.seqlen_k = 1024;  // a multiple of 128 keys and of 128 queries? 3000 is not: padded
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg");
+  p.seqlen_q = 1024;  // both multiples of the 128-key tile: even
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_noncausal_even_sm90a_bm128_bn128_w12_s4_wg");
+  p.seqlen_k = 1500;
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg");
+  // Causal and head_dim 128 keep the policy's tile; so does the backward.
+  p.seqlen_k = 600;
+  p.causal = true;
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().tile.block_n == 192);
+  p.causal = false;
+  CHECK_FALSE((*ctx)->spec_for(p, Direction::kBwd).value().tile.wgmma);
+  p.head_dim = 128;
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().tile.block_n == 128);
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().tile.num_stages == 2);
+  // A tile given by the caller replaces the length's choice.
+  p.head_dim = 64;
+  o.fwd_tile = TileConfig{128, 192, 12, 2, true};
+  auto tiled = Context::create(o);
+  REQUIRE(tiled.ok());
+  CHECK((*tiled)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s2_wg");
+}
