@@ -847,12 +847,18 @@ json Bench::run_row(const RowSpec& r, int index) {
     if (r.backward() && !full) {
       int lcm = 1;
       for (const auto& s : specs) lcm = std::lcm(lcm, std::lcm(s.tile.block_m, s.tile.block_n));
-      const int rb = std::min(r.batch, 2);
+      int rb = std::min(r.batch, 2);
       int rq = 0, rk = 0;
       Problem rp;
       bool same = false;
-      for (int extra = 0; extra < 4 && !same; ++extra) {
-        std::tie(rq, rk) = reduced_lengths(r.seq, r.seq_k, o_.ref_full_seq, lcm, extra);
+      // One tile multiple more each try, up to the row's own lengths: causal
+      // head_dim 64 takes its 192-key tile only above 4096 keys.
+      for (int extra = 0; !same; ++extra) {
+        const std::pair<int, int> next = reduced_lengths(r.seq, r.seq_k, o_.ref_full_seq, lcm, extra);
+        if (extra > 0 && next == std::make_pair(rq, rk)) break;
+        std::tie(rq, rk) = next;
+        // Past four times the reference's budget, one batch keeps its cost down.
+        rb = int64_t(rq) * rk > 4 * int64_t(o_.ref_full_seq) * o_.ref_full_seq ? 1 : std::min(r.batch, 2);
         rp = problem_for(r, rq, rk, rb);
         same = must(ctx_->spec_for(rp, Direction::kFwd), "spec_for(reduced fwd)") == specs[0] &&
                must(ctx_->spec_for(rp, Direction::kBwd, o_.deterministic), "spec_for(reduced bwd)") == specs[1];

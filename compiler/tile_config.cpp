@@ -80,19 +80,23 @@ constexpr int kWgmmaAlignSlack = 1024;
 
 namespace {
 
-// The short-key alternative of the 16-bit head_dim 64 non-causal tile: 128
-// keys, four stages (run 33: within 1% of two and three; four held causal
-// s8192 best). Its products ran at 0.93-0.99 of the 192-key tile's rate at
-// s1500-8192 (run 33: 368 vs 385, 399 vs 429, 458 vs 463 TFLOP/s), so it
-// wins only where it pads the keys to at most that fraction of 192's
-// padding: 600 keys pad to 640 instead of 768 (run 35: the 192-key tile is
-// 0.95x cuDNN at 3000 queries x 600 keys, 1.13x at 1500 keys).
+// The short-key alternative of the 16-bit head_dim 64 tile: 128 keys, four
+// stages (run 33: within 1% of two and three; four held causal s8192 best).
+//  - Non-causal: its products ran at 0.93-0.99 of the 192-key tile's rate at
+//    s1500-8192 (run 33: 368 vs 385, 399 vs 429, 458 vs 463 TFLOP/s), so it
+//    wins only where it pads the keys to less than 93% of 192's padding: 600
+//    keys pad to 640 instead of 768 (run 36: 3000x600 316 vs 288, 1000 keys
+//    +5%, 1500-4096 keys equal).
+//  - Causal: it runs faster than the 192-key tile up to 4096 keys (run 38,
+//    Sq = Sk: 600 +16%, 1000 +7%, 1500 +3%, 2048 +5%, 3000 and 4096 +1%; the
+//    diagonal tiles waste less of a narrower tile) and 1% slower at 8192.
 constexpr TileConfig kShortKeysD64{128, 128, 12, 4, true};
 constexpr int kShortKeysRatePct = 93;
+constexpr int kShortKeysCausalMaxKeys = 4096;
 
 bool has_short_keys_tile(const KernelSpec& spec) {
   return spec.direction == Direction::kFwd && spec.tile.wgmma && spec.dtype != DType::kF32 &&
-         spec.head_dim == 64 && !spec.causal;
+         spec.head_dim == 64;
 }
 
 long long padded_keys(int seqlen_k, int block_n) {
@@ -105,6 +109,7 @@ TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k) {
   KernelSpec policy = spec;
   policy.tile = choose_tile_config(spec);
   if (!has_short_keys_tile(policy) || seqlen_k <= 0) return policy.tile;
+  if (spec.causal) return seqlen_k <= kShortKeysCausalMaxKeys ? kShortKeysD64 : policy.tile;
   const long long wide = padded_keys(seqlen_k, policy.tile.block_n);
   const long long narrow = padded_keys(seqlen_k, kShortKeysD64.block_n);
   return narrow * 100 < wide * kShortKeysRatePct ? kShortKeysD64 : policy.tile;

@@ -37,7 +37,7 @@ TEST_CASE("tile policy is a pure function of the spec", "[tile]") {
       ++key_length_tiles;
     }
   }
-  CHECK(key_length_tiles == 4);  // bf16 and f16 head_dim 64 non-causal, even and padded
+  CHECK(key_length_tiles == 8);  // bf16 and f16 head_dim 64, causal or not, even and padded
 }
 
 TEST_CASE("tile validation rejects oversized or malformed tiles", "[tile]") {
@@ -131,9 +131,23 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile
     v.tile = t;
     CHECK(validate_tile_config(v).ok());
   }
+  // Causal (run 38): 128 keys up to 4096, whatever the padding; 192 above.
+  KernelSpec causal = s;
+  causal.causal = true;
+  causal.tile = choose_tile_config(causal);
+  CHECK(causal.tile.block_n == 192);
+  for (int keys : {1, 600, 1500, 2048, 3000, 4096}) {
+    INFO(keys);
+    CHECK(fwd_wgmma_tile_for_keys(causal, keys).block_n == 128);
+  }
+  for (int keys : {4097, 6000, 8192}) {
+    INFO(keys);
+    CHECK(fwd_wgmma_tile_for_keys(causal, keys) == causal.tile);
+  }
+  CHECK(fwd_wgmma_key_tiles(causal).size() == 2);
   // Every other spec keeps the policy's tile at every length.
   for (auto edit : std::vector<void (*)(KernelSpec&)>{
-           [](KernelSpec& k) { k.causal = true; }, [](KernelSpec& k) { k.head_dim = 128; },
+           [](KernelSpec& k) { k.head_dim = 128; },
            [](KernelSpec& k) { k.head_dim = 256; },
            [](KernelSpec& k) { k.dtype = DType::kF32; k.precision = Precision::kTF32; }}) {
     KernelSpec o = s;

@@ -266,10 +266,14 @@ TEST_CASE("the Hopper forward's tile follows the key length at head_dim 64; a fo
   p.seqlen_k = 1500;
   CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
         "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg");
-  // Causal and head_dim 128 keep the policy's tile; so does the backward.
+  // Causal: 128 keys up to 4096 keys, the policy's 192 above (run 38).
   p.seqlen_k = 600;
   p.causal = true;
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().tile.block_n == 128);
+  p.seqlen_q = 8192; p.seqlen_k = 8192;
   CHECK((*ctx)->spec_for(p, Direction::kFwd).value().tile.block_n == 192);
+  p.seqlen_q = 1024; p.seqlen_k = 600;
+  // Head_dim 128 keeps the policy's tile; so does the backward.
   p.causal = false;
   CHECK_FALSE((*ctx)->spec_for(p, Direction::kBwd).value().tile.wgmma);
   p.head_dim = 128;
