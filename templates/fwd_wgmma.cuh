@@ -48,8 +48,11 @@
 // left out two more that kept the loop's SASS: the O store deferred under
 // the next tile's first S (no faster at s1500-3000, 2% slower at d128
 // s8192: the wait is for Q and K, not the store) and Q as one 64-row box
-// per consumer (within 1%, d128 s8192 -1.5%). Check a change to the
-// consumer with scripts/sass_mainloop.py before timing it.
+// per consumer (within 1%, d128 s8192 -1.5%). Run 37: the deferred store
+// and a second Q buffer together (0.98-1.02x everywhere); run 41: the next
+// tile's Q and first K/V prefetched into L2 a tile ahead (d64 1.3-2% slower,
+// d128 equal). Check a change to the consumer with scripts/sass_mainloop.py
+// before timing it.
 //
 // Launch contract: grid = G x 1 x 1 with 1 <= G <= tiles, tiles =
 // ceil(Sq / kBlockM) * heads * batch and tiles + G < 2^31, block = kThreads,
