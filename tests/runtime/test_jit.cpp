@@ -33,12 +33,18 @@ struct TempDir {
   }
 };
 
-std::unique_ptr<Context> make_context(const std::string& dir, std::vector<CompileRecord>* records = nullptr) {
+// Options of a context for sm_90 whose disk cache is `dir` alone.
+ContextOptions sm90_options(const std::string& dir) {
   ContextOptions o;
   o.cache.dir = dir;
   o.cache.readonly_dirs.clear();
   o.cache.disk_enabled = true;
   o.arch = Arch::kSm90;
+  return o;
+}
+
+std::unique_ptr<Context> make_context(const std::string& dir, std::vector<CompileRecord>* records = nullptr) {
+  ContextOptions o = sm90_options(dir);
   if (records) o.on_compile = [records](const CompileRecord& r) { records->push_back(r); };
   auto ctx = Context::create(o);
   REQUIRE(ctx.ok());
@@ -213,9 +219,7 @@ TEST_CASE("forward_scratch_size: V^T bytes for f32 on the Hopper kernel, else 0"
 
 TEST_CASE("head_dim 256 takes the Hopper kernel on sm_90; a _wg tile never reaches a spec it does not serve", "[jit]") {
   TempDir dir;
-  ContextOptions o;
-  o.cache.dir = dir.path;
-  o.arch = Arch::kSm90;
+  ContextOptions o = sm90_options(dir.path);
   auto ctx = Context::create(o);
   REQUIRE(ctx.ok());
   Problem p;
@@ -248,9 +252,7 @@ TEST_CASE("head_dim 256 takes the Hopper kernel on sm_90; a _wg tile never reach
 
 TEST_CASE("the Hopper forward's tile follows the key length at head_dim 64; a forced tile still wins", "[jit]") {
   TempDir dir;
-  ContextOptions o;
-  o.cache.dir = dir.path;
-  o.arch = Arch::kSm90;
+  ContextOptions o = sm90_options(dir.path);
   auto ctx = Context::create(o);
   REQUIRE(ctx.ok());
   Problem p;
