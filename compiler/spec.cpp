@@ -144,8 +144,9 @@ bool parse_prefixed_int(std::string_view field, std::string_view prefix, int* va
 Error spec_error(std::string_view text, std::string what) {
   return make_error(Status::kInvalidSpec,
                     fmt::format("cannot parse spec '{}': {} (expected e.g. "
-                                "fwd_bf16_d128_noncausal_even_sm90[_bm128_bn64_w4_s2] or "
-                                "fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg)",
+                                "fwd_bf16_d128_noncausal_even_sm90[_bm128_bn64_w4_s2], "
+                                "fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg or "
+                                "bwd_bf16_d128_noncausal_padded_sm90_atomic[_bm64_bn128_w8_s2])",
                                 text, what));
 }
 

@@ -82,6 +82,12 @@ TEST_CASE("parse rejects malformed strings with a message naming the field", "[s
     CHECK(s.status() == b.status);
     CHECK_THAT(s.error().message, Catch::Contains(b.needle));
   }
+  // The message's examples name a backward spec too, and that example parses.
+  auto bwd = KernelSpec::parse("bwd_bf16_d128_noncausal_padded_sm90");
+  REQUIRE_FALSE(bwd.ok());
+  CHECK_THAT(bwd.error().message, Catch::Contains("bwd_bf16_d128_noncausal_padded_sm90_atomic"));
+  CHECK(KernelSpec::parse("bwd_bf16_d128_noncausal_padded_sm90_atomic").ok());
+  CHECK(KernelSpec::parse("bwd_bf16_d128_noncausal_padded_sm90_atomic_bm64_bn128_w8_s2").ok());
 }
 
 TEST_CASE("sm_90 prefers the Hopper forward for 16-bit and TF32 inputs at head_dim 64 and 128", "[spec]") {
