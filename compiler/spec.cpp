@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "compiler/tile_config.h"
@@ -165,7 +166,7 @@ Result<TileConfig> parse_tile_config(std::string_view text) {
   return tile;
 }
 
-Result<KernelSpec> KernelSpec::parse(std::string_view text) {
+Result<KernelSpec> KernelSpec::parse(std::string_view text, bool* names_tile) {
   const auto f = split(text, '_');
   KernelSpec spec;
   size_t i = 0;
@@ -208,6 +209,7 @@ Result<KernelSpec> KernelSpec::parse(std::string_view text) {
     else return spec_error(text, fmt::format("bwd mode must be det or atomic; got '{}'", mode));
   }
 
+  if (names_tile) *names_tile = i < f.size();
   if (i < f.size()) {
     const size_t tile_start = size_t(f[i].data() - text.data());
     auto tile = parse_tile_config(text.substr(tile_start));
@@ -269,6 +271,24 @@ KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma) {
   return spec;
 }
 
+std::vector<KernelSpec> launch_specs(const KernelSpec& spec) {
+  std::vector<KernelSpec> out;
+  auto add = [&](const KernelSpec& s) {
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  };
+  add(spec);
+  const KernelSpec preferred = preferred_spec(spec);
+  add(preferred);
+  if (preferred.tile.wgmma) {
+    for (const TileConfig& t : fwd_wgmma_key_tiles(preferred)) {
+      KernelSpec alt = preferred;
+      alt.tile = t;
+      add(alt);
+    }
+  }
+  return out;
+}
+
 uint64_t KernelSpec::hash() const {
   const std::string s = to_string();
   return XXH64(s.data(), s.size(), 0);
@@ -302,15 +322,8 @@ std::vector<KernelSpec> grid(Arch arch, const std::vector<int>& head_dims, bool 
               s.arch = arch;
               s.deterministic = det;
               const KernelSpec preferred = preferred_spec(s);
-              out.push_back(preferred);
-              if (preferred.tile.wgmma) {  // the tiles a key length may pick beside the policy's
-                for (const TileConfig& t : fwd_wgmma_key_tiles(preferred)) {
-                  if (t == preferred.tile) continue;
-                  KernelSpec alt = preferred;
-                  alt.tile = t;
-                  out.push_back(alt);
-                }
-              }
+              // preferred, then the tiles a key length may pick beside the policy's.
+              for (const KernelSpec& k : launch_specs(preferred)) out.push_back(k);
               if (all_paths && preferred.tile.wgmma) out.push_back(preferred_spec(s, false));
             }
           }

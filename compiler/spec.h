@@ -79,8 +79,9 @@ struct KernelSpec {
   /// Canonical string naming every field (see the file comment).
   std::string to_string() const;
   /// Parses to_string()'s output. The tile suffix may be omitted, in which case
-  /// the tile policy fills it in. Rejects unknown or missing fields with a message.
-  static Result<KernelSpec> parse(std::string_view text);
+  /// the tile policy fills it in (`*names_tile`, when given, says which).
+  /// Rejects unknown or missing fields with a message.
+  static Result<KernelSpec> parse(std::string_view text, bool* names_tile = nullptr);
   /// Checks every field; the message names the field and the bad value.
   Result<void> validate() const;
   /// Stable 64-bit hash of to_string() (xxHash64, seed 0).
@@ -131,6 +132,12 @@ inline bool is_sm90(Arch a) { return a == Arch::kSm90 || a == Arch::kSm90a; }
 /// On sm90/sm90a: the Hopper kernel (arch sm90a) where wgmma_supported and
 /// `allow_wgmma`, else the mma.sync kernels (arch sm90). Other archs unchanged.
 KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma = true);
+/// Every kernel the runtime may launch for `spec` named without its tile, so
+/// that a warm-up of that name leaves no launch to NVRTC: the spec itself
+/// (what forcing the mma.sync path launches on sm90), preferred_spec's, and
+/// each tile the Hopper forward may pick from the key length
+/// (fwd_wgmma_key_tiles); in that order, without duplicates.
+std::vector<KernelSpec> launch_specs(const KernelSpec& spec);
 /// Every supported (direction, dtype, precision, head_dim, causal, padding)
 /// combination for `arch`, tile config from the policy. For sm90 that is the
 /// preferred spec of each (preferred_spec) and also, where the Hopper kernel

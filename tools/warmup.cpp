@@ -5,6 +5,12 @@
 //   flashjit-warmup --direction bwd --dtype f32 --precision ieee --head-dim 64 --even
 //   flashjit-warmup --grid seed --arch sm90 -j 2 --json warmup.json
 //   flashjit-warmup --specs-json specs.json     # ["fwd_bf16_d64_...", {"dtype": "f32", ...}]
+//   flashjit-warmup --list fwd_bf16_d64_causal_padded_sm90   # what would be compiled
+//
+// A spec named without its tile (a string without the suffix, the flags, a
+// JSON object) stands for every kernel the runtime may launch for it
+// (launch_specs): on sm90 the Hopper forward with each tile the key length may
+// pick, and the named mma.sync spec. A spec with its tile is compiled alone.
 //
 // Prints a progress line per spec on stderr, then a table and a summary on
 // stdout. Exit codes: 0 every spec compiled or was cached, 1 a spec failed (its
@@ -23,6 +29,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "compiler/spec.h"
@@ -51,8 +58,10 @@ struct Outcome {
 
 /// One element of --specs-json: a spec string, or an object of spec fields
 /// (direction, dtype, precision, head_dim, causal, padding, arch, deterministic).
-Result<KernelSpec> spec_from_json(const nlohmann::json& item, const std::string& default_arch) {
-  if (item.is_string()) return KernelSpec::parse(item.get<std::string>());
+Result<KernelSpec> spec_from_json(const nlohmann::json& item, const std::string& default_arch,
+                                  bool* names_tile) {
+  *names_tile = false;
+  if (item.is_string()) return KernelSpec::parse(item.get<std::string>(), names_tile);
   if (!item.is_object()) {
     return flashjit::make_error(Status::kInvalidSpec,
                                 "each element must be a spec string or an object; got " + item.dump());
@@ -96,8 +105,9 @@ Result<KernelSpec> spec_from_json(const nlohmann::json& item, const std::string&
   return spec;
 }
 
-Result<std::vector<KernelSpec>> specs_from_file(const std::string& path,
-                                                const std::string& default_arch) {
+/// The specs of a --specs-json file, each with whether it names its tile.
+Result<std::vector<std::pair<KernelSpec, bool>>> specs_from_file(const std::string& path,
+                                                                 const std::string& default_arch) {
   std::ifstream in(path);
   if (!in) {
     return flashjit::make_error(Status::kInvalidArgument,
@@ -114,14 +124,15 @@ Result<std::vector<KernelSpec>> specs_from_file(const std::string& path,
     return flashjit::make_error(Status::kInvalidArgument,
                                 fmt::format("--specs-json: '{}' must hold a JSON array", path));
   }
-  std::vector<KernelSpec> out;
+  std::vector<std::pair<KernelSpec, bool>> out;
   for (const auto& item : j) {
-    auto s = spec_from_json(item, default_arch);
+    bool names_tile = false;
+    auto s = spec_from_json(item, default_arch, &names_tile);
     if (!s) {
       return flashjit::make_error(s.error().status,
                                   fmt::format("--specs-json {}: {}", path, s.error().message));
     }
-    out.push_back(*s);
+    out.emplace_back(*s, names_tile);
   }
   return out;
 }
@@ -161,6 +172,7 @@ int main(int argc, char** argv) {
   CLI::App app{"flashjit-warmup: compile kernel specs into the disk cache (no GPU needed)"};
   std::vector<std::string> spec_strings;
   std::string specs_json, grid, json_out;
+  bool list_only = false;
   unsigned hw = std::thread::hardware_concurrency();
   int jobs = hw > 0 ? static_cast<int>(hw) : 1;
   flashjit::tools::SpecFlags flags;
@@ -174,6 +186,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"seed", "all"}));
   app.add_option("-j,--jobs", jobs, "parallel compiles")->check(CLI::Range(1, 256));
   app.add_option("--json", json_out, "write per-spec records to this file");
+  app.add_flag("--list", list_only, "print the specs that would be compiled, one a line, and exit");
   app.set_version_flag("--version", flashjit::version());
 
   try {
@@ -195,13 +208,21 @@ int main(int argc, char** argv) {
   auto add = [&](const KernelSpec& s) {
     if (seen.insert(s.to_string()).second) specs.push_back(s);
   };
+  auto add_named = [&](const KernelSpec& s, bool names_tile) {
+    if (names_tile) {
+      add(s);
+    } else {
+      for (const KernelSpec& k : flashjit::launch_specs(s)) add(k);
+    }
+  };
   for (const auto& text : spec_strings) {
-    auto s = KernelSpec::parse(text);
+    bool names_tile = false;
+    auto s = KernelSpec::parse(text, &names_tile);
     if (!s) {
       std::fprintf(stderr, "flashjit-warmup: %s\n", s.error().message.c_str());
       return kExitError;
     }
-    add(*s);
+    add_named(*s, names_tile);
   }
   if (flags.given_besides_arch()) {
     auto s = flags.spec();
@@ -209,7 +230,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "flashjit-warmup: %s\n", s.error().message.c_str());
       return kExitError;
     }
-    add(*s);
+    add_named(*s, false);
   }
   if (!specs_json.empty()) {
     auto list = specs_from_file(specs_json, flags.arch);
@@ -217,7 +238,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "flashjit-warmup: %s\n", list.error().message.c_str());
       return kExitError;
     }
-    for (const auto& s : *list) add(s);
+    for (const auto& [s, names_tile] : *list) add_named(s, names_tile);
   }
   if (grid == "seed") {
     for (const auto& s : flashjit::seed_grid_specs(*arch)) add(s);
@@ -229,6 +250,10 @@ int main(int argc, char** argv) {
                  "flashjit-warmup: no specs: give spec strings, spec flags, --specs-json or --grid\n%s",
                  app.help().c_str());
     return kExitUsage;
+  }
+  if (list_only) {
+    for (const KernelSpec& s : specs) std::printf("%s\n", s.to_string().c_str());
+    return 0;
   }
 
   std::mutex print_mu;

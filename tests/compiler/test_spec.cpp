@@ -184,6 +184,32 @@ TEST_CASE("seed grid covers what the seed benchmark needs", "[spec]") {
   CHECK(names.size() == specs.size());
 }
 
+TEST_CASE("launch_specs: what the runtime may launch for a spec named without its tile", "[spec]") {
+  auto names = [](const char* text) {
+    bool names_tile = true;
+    auto s = KernelSpec::parse(text, &names_tile);
+    REQUIRE(s.ok());
+    CHECK_FALSE(names_tile);
+    std::vector<std::string> out;
+    for (const KernelSpec& k : launch_specs(*s)) out.push_back(k.to_string());
+    return out;
+  };
+  CHECK(names("fwd_bf16_d64_causal_even_sm90") ==
+        std::vector<std::string>{"fwd_bf16_d64_causal_even_sm90_bm128_bn64_w4_s2",
+                                 "fwd_bf16_d64_causal_even_sm90a_bm128_bn192_w12_s3_wg",
+                                 "fwd_bf16_d64_causal_even_sm90a_bm128_bn128_w12_s4_wg"});
+  // Named for sm90a already: the same kernels less the mma.sync one.
+  CHECK(names("fwd_bf16_d128_noncausal_padded_sm90a") ==
+        std::vector<std::string>{"fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg"});
+  // The backward and other archs launch what they name.
+  CHECK(names("bwd_bf16_d128_noncausal_padded_sm90_atomic").size() == 1);
+  CHECK(names("fwd_bf16_d64_noncausal_padded_sm80") ==
+        std::vector<std::string>{"fwd_bf16_d64_noncausal_padded_sm80_bm128_bn64_w4_s2"});
+  bool names_tile = false;
+  REQUIRE(KernelSpec::parse("fwd_bf16_d64_noncausal_padded_sm80_bm128_bn64_w4_s2", &names_tile).ok());
+  CHECK(names_tile);
+}
+
 TEST_CASE("arch from compute capability", "[spec]") {
   CHECK(*arch_from_compute_capability(8, 0) == Arch::kSm80);
   CHECK(*arch_from_compute_capability(8, 6) == Arch::kSm86);

@@ -135,7 +135,9 @@ TEST_CASE("a warm cache works without NVRTC", "[jit][nvrtc]") {
   // uncached one fails with a message that says NVRTC is missing.
   const std::string env = "FLASHJIT_CACHE_PATH= FLASHJIT_NVRTC_PATH=/nonexistent/libnvrtc.so FLASHJIT_CACHE_DIR=" + dir.path;
   const std::string warmup = std::string(FLASHJIT_BINARY_DIR) + "/flashjit-warmup --arch sm90 ";
-  auto [code, out] = run(env + " " + warmup + kSpec);
+  // With its tile, the name stands for that kernel alone (without, for every
+  // kernel the runtime may launch for it: the next test).
+  auto [code, out] = run(env + " " + warmup + KernelSpec::parse(kSpec)->to_string());
   INFO(out);
   CHECK(code == 0);
   CHECK_THAT(out, Catch::Contains("disk_hit"));
@@ -143,6 +145,31 @@ TEST_CASE("a warm cache works without NVRTC", "[jit][nvrtc]") {
   INFO(out2);
   CHECK(code2 != 0);
   CHECK_THAT(out2, Catch::Contains("NVRTC"));
+}
+
+TEST_CASE("flashjit-warmup: a spec named without its tile warms every kernel the runtime may launch for it",
+          "[jit]") {
+  const std::string warmup = std::string(FLASHJIT_BINARY_DIR) + "/flashjit-warmup --list ";
+  // No NVRTC needed to list.
+  const std::string env = "FLASHJIT_NVRTC_PATH=/nonexistent/libnvrtc.so ";
+  auto [code, out] = run(env + warmup + "fwd_bf16_d64_noncausal_padded_sm90");
+  INFO(out);
+  CHECK(code == 0);
+  // The Hopper forward with both key-length tiles, and the named mma.sync spec (force_mma).
+  CHECK(out ==
+        "fwd_bf16_d64_noncausal_padded_sm90_bm128_bn64_w4_s2\n"
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg\n"
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg\n");
+  // Named with its tile: that kernel alone.
+  auto [code2, out2] = run(env + warmup + "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg");
+  INFO(out2);
+  CHECK(code2 == 0);
+  CHECK(out2 == "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg\n");
+  // Spec flags name no tile; a spec the Hopper kernel does not serve stays as named.
+  auto [code3, out3] = run(env + warmup + "--arch sm90 --dtype f32 --precision ieee --head-dim 128");
+  INFO(out3);
+  CHECK(code3 == 0);
+  CHECK(out3 == "fwd_f32ieee_d128_noncausal_padded_sm90_bm128_bn64_w8_s2\n");
 }
 
 TEST_CASE("in-process compiles of one spec from many threads compile once", "[jit][nvrtc]") {
