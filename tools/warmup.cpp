@@ -176,7 +176,8 @@ int main(int argc, char** argv) {
   unsigned hw = std::thread::hardware_concurrency();
   int jobs = hw > 0 ? static_cast<int>(hw) : 1;
   flashjit::tools::SpecFlags flags;
-  app.add_option("specs", spec_strings, "canonical spec strings; without the tile suffix, every kernel a call may launch for the spec");
+  app.add_option("specs", spec_strings,
+                 "canonical spec strings; without the tile suffix, every kernel a call may launch for the spec");
   flags.add_to(&app, "One spec from flags (--arch also applies to --grid and --specs-json objects)");
   app.add_option("--specs-json", specs_json,
                  "JSON array of spec strings or objects {direction, dtype, precision, head_dim, "
