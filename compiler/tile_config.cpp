@@ -47,7 +47,8 @@ TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   //    causal 598 (cuDNN 653).
   // Re-measured on the current kernel (run 33, bench/results/2026-12-04-h200-
   // run33): still the best or within 1% everywhere, except bf16 causal D = 64
-  // below s3000, where 128 keys are 1-3% faster (and 1.5% slower at s8192).
+  // below s3000, where 128 keys are 1-3% faster (and 1.5% slower at s8192):
+  // fwd_wgmma_tile_for_keys picks that tile from the key length (run 38).
   // At D = 128 three stages leave no room for O apart from Q: 3-6% slower.
   TileConfig t;
   if (spec.head_dim > 128) {
@@ -75,10 +76,6 @@ int fwd_wgmma_o_bytes(const KernelSpec& spec) { return spec.tile.block_m * spec.
 // and 1024 bytes of slack to align the dynamic shared-memory base by hand.
 constexpr int kWgmmaBarrierBlock = 1024;
 constexpr int kWgmmaAlignSlack = 1024;
-
-}  // namespace
-
-namespace {
 
 // The short-key alternative of the 16-bit head_dim 64 tile: 128 keys, four
 // stages (run 33: within 1% of two and three; four held causal s8192 best).
