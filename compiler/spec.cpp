@@ -280,7 +280,7 @@ std::vector<KernelSpec> launch_specs(const KernelSpec& spec) {
   const KernelSpec preferred = preferred_spec(spec);
   add(preferred);
   if (preferred.tile.wgmma) {
-    for (const TileConfig& t : fwd_wgmma_key_tiles(preferred)) {
+    for (const TileConfig& t : fwd_wgmma_launch_tiles(preferred)) {
       KernelSpec alt = preferred;
       alt.tile = t;
       add(alt);

@@ -135,8 +135,8 @@ KernelSpec preferred_spec(KernelSpec spec, bool allow_wgmma = true);
 /// Every kernel the runtime may launch for `spec` named without its tile, so
 /// that a warm-up of that name leaves no launch to NVRTC: the spec itself
 /// (what forcing the mma.sync path launches on sm90), preferred_spec's, and
-/// each tile the Hopper forward may pick from the key length
-/// (fwd_wgmma_key_tiles); in that order, without duplicates.
+/// each tile the Hopper forward may pick from the lengths
+/// (fwd_wgmma_launch_tiles); in that order, without duplicates.
 std::vector<KernelSpec> launch_specs(const KernelSpec& spec);
 /// Every supported (direction, dtype, precision, head_dim, causal, padding)
 /// combination for `arch`, tile config from the policy. For sm90 that is the

@@ -50,6 +50,8 @@ TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   // below s3000, where 128 keys are 1-3% faster (and 1.5% slower at s8192):
   // fwd_wgmma_tile_for_keys picks that tile from the key length (run 38).
   // At D = 128 three stages leave no room for O apart from Q: 3-6% slower.
+  // 16-bit D = 64 also has a tile of three consumer warpgroups, which
+  // fwd_wgmma_tile_for_shape picks per launch (run 43).
   TileConfig t;
   if (spec.head_dim > 128) {
     t = TileConfig{128, 64, 12, 2};
@@ -100,6 +102,60 @@ long long padded_keys(int seqlen_k, int block_n) {
   return (static_cast<long long>(seqlen_k) + block_n - 1) / block_n * block_n;
 }
 
+// The 16-bit head_dim 64 tile of three consumer warpgroups: 192 query rows,
+// 128 keys (S, P and O fit the 160 registers setmaxnreg leaves each of
+// three consumers; 192 keys would not), four stages (run 43: three equal).
+// Each K/V tile feeds 192 rows and each consumer's softmax hides behind the
+// products of two others. Run 43 (bench/results/2026-12-04-h200-run43, bf16
+// B4 H8) against the two-consumer tiles: non-causal s1500 412 vs 390 TFLOP/s,
+// s3000 448 vs 430, s8192 478 vs 468, s600 206 vs 155 (128 tiles: one wave
+// of the 132 SMs instead of two), but s4096 441 vs 444 (the queries pad to
+// 4224); causal s1500 285 vs 272, s3000 385 vs 371, s8192 467 vs 430, but
+// s600 100 vs 116 and s4096 398 vs 411. fwd_wgmma_tile_for_shape weighs the
+// padding and the waves with the model below.
+constexpr TileConfig kThreeConsumersD64{192, 128, 16, 4, true};
+
+// Per-tile rates of the model, relative to the 128 x 192 tile: run 33 for
+// the 128-key tile (0.93-0.99), run 43 for three consumers (1.046 fits the
+// non-causal s8192 ratio once padding and waves are counted).
+constexpr double kRateWideKeys = 1.0;
+constexpr double kRateShortKeys = 0.95;
+constexpr double kRateThreeConsumers = 1.046;
+// Three consumers only where the model says they win by more than this:
+// the model is within ~3% of run 43 (causal s4096: 1.009 modelled, 0.968
+// measured).
+constexpr double kThreeConsumersMargin = 1.015;
+constexpr int kDefaultSmCount = 132;  // the H200's
+
+double tile_rate(const TileConfig& t) {
+  if (t.block_m == kThreeConsumersD64.block_m) return kRateThreeConsumers;
+  return t.block_n == kShortKeysD64.block_n ? kRateShortKeys : kRateWideKeys;
+}
+
+// Modelled run time of the forward with tile `t`: every (query block, pair)
+// tile costs rows x padded visible keys / rate; non-causal tiles are equal,
+// so the persistent deal takes ceil(tiles / SMs) of them per SM; causal ones
+// are dealt longest first, which ends near the mean load per SM unless one
+// tile is longer.
+double modelled_cost(const KernelSpec& spec, const TileConfig& t, const FwdShape& shape, int sm_count) {
+  const long long m_blocks = (static_cast<long long>(shape.seqlen_q) + t.block_m - 1) / t.block_m;
+  const long long pairs = std::max<long long>(shape.pairs, 1);
+  const double rate = tile_rate(t);
+  if (!spec.causal) {
+    const long long rounds = (m_blocks * pairs + sm_count - 1) / sm_count;
+    return double(rounds) * t.block_m * double(padded_keys(shape.seqlen_k, t.block_n)) / rate;
+  }
+  const long long offset = static_cast<long long>(shape.seqlen_k) - shape.seqlen_q;  // bottom-right
+  double total = 0, longest = 0;
+  for (long long m = 0; m < m_blocks; ++m) {
+    const long long visible = std::clamp<long long>((m + 1) * t.block_m + offset, 0, shape.seqlen_k);
+    const double work = double(t.block_m) * double(padded_keys(int(visible), t.block_n));
+    total += work;
+    longest = std::max(longest, work);
+  }
+  return std::max(total * double(pairs) / sm_count, longest) / rate;
+}
+
 }  // namespace
 
 TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k) {
@@ -112,11 +168,22 @@ TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k) {
   return narrow * 100 < wide * kShortKeysRatePct ? kShortKeysD64 : policy.tile;
 }
 
-std::vector<TileConfig> fwd_wgmma_key_tiles(const KernelSpec& spec) {
+TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shape, int sm_count) {
+  const TileConfig two = fwd_wgmma_tile_for_keys(spec, shape.seqlen_k);
+  KernelSpec policy = spec;
+  policy.tile = two;
+  if (!has_short_keys_tile(policy) || shape.seqlen_q <= 0 || shape.seqlen_k <= 0) return two;
+  const int sms = sm_count > 0 ? sm_count : kDefaultSmCount;
+  const double cost_two = modelled_cost(spec, two, shape, sms);
+  const double cost_three = modelled_cost(spec, kThreeConsumersD64, shape, sms);
+  return cost_three * kThreeConsumersMargin < cost_two ? kThreeConsumersD64 : two;
+}
+
+std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec) {
   KernelSpec policy = spec;
   policy.tile = choose_tile_config(spec);
   if (!has_short_keys_tile(policy)) return {policy.tile};
-  return {policy.tile, kShortKeysD64};
+  return {policy.tile, kShortKeysD64, kThreeConsumersD64};
 }
 
 bool fwd_wgmma_o_apart(const KernelSpec& spec) {
@@ -189,11 +256,18 @@ Result<void> validate_wgmma_tile(const KernelSpec& spec) {
     return bad("the wgmma kernel (_wg) serves the forward of bf16/f16 at head_dim 64, 128 or 256 and of f32 "
                "with TF32 math (not ieee) at head_dim 64 or 128 only");
   }
-  if (t.block_m != 128) return bad(fmt::format("_wg needs block_m 128 (two 64-row consumers); got {}", t.block_m));
+  const bool three_consumers = spec.head_dim == 64 && spec.dtype != DType::kF32;  // registers: S, P and O
+  if (t.block_m != 128 && !(t.block_m == 192 && three_consumers)) {
+    return bad(fmt::format("_wg needs block_m 128 (two 64-row consumers){}; got {}",
+                           three_consumers ? " or 192 (three)" : "", t.block_m));
+  }
   if (t.block_n != 64 && t.block_n != 128 && t.block_n != 192) {
     return bad(fmt::format("_wg needs block_n 64, 128 or 192; got {}", t.block_n));
   }
-  if (t.num_warps != 12) return bad(fmt::format("_wg needs num_warps 12 (3 warpgroups); got {}", t.num_warps));
+  if (t.num_warps != 4 + t.block_m / 16) {
+    return bad(fmt::format("_wg needs num_warps {} (a producer warpgroup and one per 64 rows); got {}",
+                           4 + t.block_m / 16, t.num_warps));
+  }
   return {};  // num_stages and shared memory: the checks every tile takes
 }
 
@@ -433,7 +507,7 @@ Result<void> validate_tile_config(const KernelSpec& spec) {
     if (auto r = validate_wgmma_tile(spec); !r) return r;
   }
   auto pow2_in = [](int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; };
-  if (!pow2_in(t.block_m, 16, 256)) return bad("block_m", t.block_m, "a power of two in [16, 256]");
+  if (!t.wgmma && !pow2_in(t.block_m, 16, 256)) return bad("block_m", t.block_m, "a power of two in [16, 256]");
   if (!t.wgmma && !pow2_in(t.block_n, 16, 256)) return bad("block_n", t.block_n, "a power of two in [16, 256]");
   if (!t.wgmma && !pow2_in(t.num_warps, 1, 16)) return bad("num_warps", t.num_warps, "a power of two in [1, 16]");
   if (t.num_stages < 1 || t.num_stages > 4) return bad("num_stages", t.num_stages, "in [1, 4]");

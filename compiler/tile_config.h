@@ -38,9 +38,23 @@ int bwd_dq_smem_bytes(const KernelSpec& spec);
 /// choose_tile_config's tile.
 TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k);
 
-/// Hopper forward: every tile fwd_wgmma_tile_for_keys may pick for `spec`
+/// The lengths of a Hopper forward launch, which pick its tile.
+struct FwdShape {
+  int seqlen_q = 0;
+  int seqlen_k = 0;      ///< the longest of the batch
+  long long pairs = 1;   ///< (batch, head) pairs
+};
+
+/// Hopper forward: the policy's tile for a launch of `shape` on `sm_count`
+/// SMs (0: unknown, modelled as an H200's 132). 16-bit head_dim 64 takes
+/// three consumer warpgroups (192 query rows, 128 keys) where a model of the
+/// padding and the waves of tiles says they finish sooner than
+/// fwd_wgmma_tile_for_keys's two; every other spec takes that tile.
+TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shape, int sm_count);
+
+/// Hopper forward: every tile fwd_wgmma_tile_for_shape may pick for `spec`
 /// (the policy's first), so that a warm-up compiles each.
-std::vector<TileConfig> fwd_wgmma_key_tiles(const KernelSpec& spec);
+std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec);
 
 /// Hopper forward: true where O's staging tile fits in shared memory beside
 /// Q and the K/V ring, so the next tile's Q can land while O is stored

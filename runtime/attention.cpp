@@ -253,7 +253,8 @@ namespace {
 // The spec of an already validated problem. `allow_wgmma`: the Hopper
 // forward may be chosen (see preferred_spec).
 Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool deterministic, Arch arch,
-                             bool allow_wgmma, const std::optional<TileConfig>& fwd_tile = std::nullopt) {
+                             bool allow_wgmma, int sm_count = 0,
+                             const std::optional<TileConfig>& fwd_tile = std::nullopt) {
   const Problem p = normalized(problem);
   KernelSpec spec;
   spec.direction = direction;
@@ -264,7 +265,10 @@ Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool d
   spec.arch = arch;
   spec.deterministic = direction == Direction::kBwd && deterministic;
   spec = preferred_spec(spec, allow_wgmma);
-  if (direction == Direction::kFwd && spec.tile.wgmma) spec.tile = fwd_wgmma_tile_for_keys(spec, p.seqlen_k);
+  if (direction == Direction::kFwd && spec.tile.wgmma) {
+    spec.tile = fwd_wgmma_tile_for_shape(spec, FwdShape{p.seqlen_q, p.seqlen_k, (long long)p.batch * p.heads},
+                                         sm_count);
+  }
   if (direction == Direction::kFwd && fwd_tile) {
     // A tile applies only to its own kernel family: an mma.sync tile never
     // replaces the Hopper kernel's, nor a "_wg" tile the mma.sync kernel's.
@@ -386,7 +390,7 @@ struct ScratchGuard {
 
 Result<KernelSpec> Context::spec_for(const Problem& problem, Direction direction, bool deterministic) {
   if (auto r = validate_problem(problem); !r) return r.error();
-  return make_spec(problem, direction, deterministic, impl_->arch, !impl_->options.force_mma,
+  return make_spec(problem, direction, deterministic, impl_->arch, !impl_->options.force_mma, impl_->sm_count,
                    impl_->options.fwd_tile);
 }
 
@@ -417,7 +421,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   if (auto r = validate_inputs(a.q, a.k, a.v, p); !r) return r.error();
   if (auto r = validate_output("o", a.o, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
-  auto spec = make_spec(p, Direction::kFwd, false, impl_->arch, !impl_->options.force_mma,
+  auto spec = make_spec(p, Direction::kFwd, false, impl_->arch, !impl_->options.force_mma, impl_->sm_count,
                         impl_->options.fwd_tile);
   if (!spec) return spec.error();
   if (auto r = impl_->device_ready(); !r) return r.error();

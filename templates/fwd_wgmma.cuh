@@ -16,8 +16,9 @@
 //    its own staging tile, its Q) load while this tile's last products and
 //    its epilogue run: short sequences pay the pipeline's fill and drain once
 //    per CTA, not once per tile;
-//  - two consumer warpgroups own 64 query rows each (the wgmma M). Per K/V
-//    tile: S = Q K^T (wgmma, both operands in shared memory), the online
+//  - two consumer warpgroups (kBlockM 128), or three (kBlockM 192: 16-bit
+//    head_dim 64, whose S, P and O fit the 160 registers each then gets), own
+//    64 query rows each (the wgmma M). Per K/V tile: S = Q K^T (wgmma, both operands in shared memory), the online
 //    softmax in registers, O += P V (wgmma with P in registers as the A
 //    operand, V read transposed from shared memory).
 // Float32 inputs run on the TF32 tensor cores. TF32 wgmma reads both
@@ -29,8 +30,9 @@
 // Two overlaps hide the softmax behind the tensor cores:
 //  - inside a warpgroup, S of tile n is issued together with P V of tile n - 1
 //    and the softmax of tile n runs while P V is still in flight;
-//  - between warpgroups (ping-pong), two named barriers hand the tensor cores
-//    back and forth, so one warpgroup's products run during the other's softmax.
+//  - between warpgroups (ping-pong), one named barrier per consumer passes
+//    the turn on the tensor cores round the consumers, so one warpgroup's
+//    products run during the others' softmax.
 // The epilogue writes O into a staging tile (its own where shared memory
 // allows, kOApart, else the consumer's rows of the Q tile, which then hold
 // up the next Q load until the store has read them) and leaves through one
@@ -82,18 +84,19 @@ struct FwdWgmmaKernel {
   static constexpr int kWgmmaM = 64;                   // rows of one wgmma = rows of one consumer
   static constexpr int kConsumers = kBlockM / kWgmmaM;
   static constexpr int kConsumerWarps = kConsumers * kWarpgroupThreads / 32;  // each frees a slot by one arrival
-  static_assert(kConsumers == 2, "the ping-pong schedule is written for two consumer warpgroups");
+  static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups take turns");
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;
   static constexpr int kMinBlocksPerSM = 1;
 
-  // Registers per thread after setmaxnreg. The CTA launches with 168 per
-  // thread (64K / 384 threads, in steps of 8), and setmaxnreg only moves
-  // registers within that pool: the consumers hold O (D/2), S (kBlockN/2) and
-  // P (kBlockN/4) per thread; the producer thread keeps the schedule (tile,
-  // ring and Q counters, the tile's coordinates), which spills at 24.
-  static constexpr int kLaunchRegs = 168;
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  // Registers per thread after setmaxnreg. The CTA launches with 64K /
+  // kThreads per thread (in steps of 8: 168 for two consumers, 128 for
+  // three), and setmaxnreg only moves registers within that pool: the
+  // consumers hold O (D/2), S (kBlockN/2) and P (kBlockN/4) per thread; the
+  // producer thread keeps the schedule (tile, ring and Q counters, the tile's
+  // coordinates), which spills at 24.
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
   static_assert(kProducerRegs * kWarpgroupThreads + kConsumers * kConsumerRegs * kWarpgroupThreads <=
                     kLaunchRegs * kThreads,
                 "setmaxnreg moves registers within the CTA's launch allocation");
@@ -143,7 +146,7 @@ struct FwdWgmmaKernel {
   // consumer, and one epilogue barrier per consumer.
   static constexpr int kTurnBarrier = 1;
   static constexpr int kEpilogueBarrier = kTurnBarrier + kConsumers;
-  static constexpr int kPingPongThreads = 2 * kWarpgroupThreads;
+  static constexpr int kPingPongThreads = 2 * kWarpgroupThreads;  // the waiting and the passing consumer
 
   static constexpr int kSRegs = kBlockN / 2;   // S = Q K^T: 64 x kBlockN f32 over 128 threads
   static constexpr int kORegs = kHeadDim / 2;  // O: 64 x D f32
@@ -445,7 +448,7 @@ struct FwdWgmmaKernel {
     ptx::named_barrier_sync(kTurnBarrier + c, kPingPongThreads);
   }
   static __device__ __forceinline__ void pass_turn(int c) {
-    ptx::named_barrier_arrive(kTurnBarrier + (c ^ 1), kPingPongThreads);
+    ptx::named_barrier_arrive(kTurnBarrier + (c + 1 == kConsumers ? 0 : c + 1), kPingPongThreads);
   }
 
   // -------------------------------------------------------------------------
@@ -627,10 +630,10 @@ struct FwdWgmmaKernel {
     const int tiles = num_tiles(params);
     int it = 0;
     int round = 0;
-    // Turns alternate 0, 1, 0, 1, ... over the whole schedule: consumer 1
-    // hands consumer 0 the first, and consumer 0 takes the one consumer 1
-    // hands over after its last products, so no arrival is left pending.
-    if (c == 1) pass_turn(c);
+    // Turns go 0, 1, (2,) 0, 1, ... over the whole schedule: the last
+    // consumer hands consumer 0 the first, and consumer 0 takes the one the
+    // last hands over after its last products, so no arrival is left pending.
+    if (c == kConsumers - 1) pass_turn(c);
 #pragma unroll 1
     for (int k = 0;; ++k) {
       const int tile = take_tile(smem, k, tid % 32);

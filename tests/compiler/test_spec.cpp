@@ -174,8 +174,9 @@ TEST_CASE("hash is stable and distinguishes specs", "[spec]") {
 TEST_CASE("seed grid covers what the seed benchmark needs", "[spec]") {
   const auto specs = seed_grid_specs(Arch::kSm90);
   // 2 directions x 3 maths x 2 head dims x causal x padding, and the bf16
-  // head_dim 64 forward's short-key tile (x causal x padding).
-  CHECK(specs.size() == 52);
+  // head_dim 64 forward's short-key and three-consumer tiles (x causal x
+  // padding).
+  CHECK(specs.size() == 56);
   std::set<std::string> names;
   for (const KernelSpec& s : specs) {
     CHECK(s.validate().ok());
@@ -197,7 +198,8 @@ TEST_CASE("launch_specs: what the runtime may launch for a spec named without it
   CHECK(names("fwd_bf16_d64_causal_even_sm90") ==
         std::vector<std::string>{"fwd_bf16_d64_causal_even_sm90_bm128_bn64_w4_s2",
                                  "fwd_bf16_d64_causal_even_sm90a_bm128_bn192_w12_s3_wg",
-                                 "fwd_bf16_d64_causal_even_sm90a_bm128_bn128_w12_s4_wg"});
+                                 "fwd_bf16_d64_causal_even_sm90a_bm128_bn128_w12_s4_wg",
+                                 "fwd_bf16_d64_causal_even_sm90a_bm192_bn128_w16_s4_wg"});
   // Named for sm90a already: the same kernels less the mma.sync one.
   CHECK(names("fwd_bf16_d128_noncausal_padded_sm90a") ==
         std::vector<std::string>{"fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg"});

@@ -30,14 +30,16 @@ TEST_CASE("tile policy is a pure function of the spec", "[tile]") {
     if (choose_tile_config(other) == s.tile) {
       CHECK(with_default_tile(other) == s);
     } else {
-      // The Hopper forward's tile for some key lengths (fwd_wgmma_tile_for_keys).
-      const std::vector<TileConfig> tiles = fwd_wgmma_key_tiles(other);
+      // The Hopper forward's tile for some key lengths (fwd_wgmma_tile_for_shape).
+      const std::vector<TileConfig> tiles = fwd_wgmma_launch_tiles(other);
       CHECK(tiles.front() == choose_tile_config(other));
       CHECK(std::find(tiles.begin() + 1, tiles.end(), s.tile) != tiles.end());
       ++key_length_tiles;
     }
   }
-  CHECK(key_length_tiles == 8);  // bf16 and f16 head_dim 64, causal or not, even and padded
+  // bf16 and f16 head_dim 64, causal or not, even and padded: the short-key
+  // and the three-consumer tiles.
+  CHECK(key_length_tiles == 16);
 }
 
 TEST_CASE("tile validation rejects oversized or malformed tiles", "[tile]") {
@@ -124,9 +126,9 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile
     INFO(keys);
     CHECK(fwd_wgmma_tile_for_keys(s, keys) == s.tile);
   }
-  CHECK(fwd_wgmma_key_tiles(s).size() == 2);
-  CHECK(fwd_wgmma_key_tiles(s).front() == s.tile);
-  for (const TileConfig& t : fwd_wgmma_key_tiles(s)) {
+  CHECK(fwd_wgmma_launch_tiles(s).size() == 3);
+  CHECK(fwd_wgmma_launch_tiles(s).front() == s.tile);
+  for (const TileConfig& t : fwd_wgmma_launch_tiles(s)) {
     KernelSpec v = s;
     v.tile = t;
     CHECK(validate_tile_config(v).ok());
@@ -144,7 +146,7 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile
     INFO(keys);
     CHECK(fwd_wgmma_tile_for_keys(causal, keys) == causal.tile);
   }
-  CHECK(fwd_wgmma_key_tiles(causal).size() == 2);
+  CHECK(fwd_wgmma_launch_tiles(causal).size() == 3);
   // Every other spec keeps the policy's tile at every length.
   for (auto edit : std::vector<void (*)(KernelSpec&)>{
            [](KernelSpec& k) { k.head_dim = 128; },
@@ -155,6 +157,70 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile
     o.tile = choose_tile_config(o);
     INFO(o.to_string());
     CHECK(fwd_wgmma_tile_for_keys(o, 600) == o.tile);
-    CHECK(fwd_wgmma_key_tiles(o).size() == 1);
+    CHECK(fwd_wgmma_launch_tiles(o).size() == 1);
   }
+}
+
+TEST_CASE("Hopper forward: 16-bit head_dim 64 takes three consumer warpgroups where the model says they finish first",
+          "[tile]") {
+  KernelSpec s;
+  s.arch = Arch::kSm90a;
+  s.head_dim = 64;
+  s.tile = choose_tile_config(s);
+  REQUIRE(s.tile.wgmma);
+  const TileConfig three{192, 128, 16, 4, true};
+  KernelSpec v = s;
+  v.tile = three;
+  CHECK(validate_tile_config(v).ok());
+  CHECK(threads_per_block(v) == 512);
+  // Run 43 (bf16 B4 H8, 132 SMs), Sq = Sk: faster at 600 (non-causal), 1500,
+  // 3000 and 8192; slower at 4096 (the queries pad to 4224) and causal 600.
+  const int sms = 132;
+  auto picks = [&](const KernelSpec& k, int seq) {
+    return fwd_wgmma_tile_for_shape(k, FwdShape{seq, seq, 32}, sms) == three;
+  };
+  for (int seq : {600, 1500, 3000, 8192}) {
+    INFO(seq);
+    CHECK(picks(s, seq));
+  }
+  for (int seq : {128, 512, 1024, 2048, 4096}) {
+    INFO(seq);
+    CHECK_FALSE(picks(s, seq));
+  }
+  KernelSpec causal = s;
+  causal.causal = true;
+  for (int seq : {1500, 3000, 8192}) {
+    INFO(seq);
+    CHECK(picks(causal, seq));
+  }
+  for (int seq : {128, 600, 4096}) {
+    INFO(seq);
+    CHECK_FALSE(picks(causal, seq));
+  }
+  // Elsewhere the key-length tile; without an SM count the model takes 132.
+  CHECK(fwd_wgmma_tile_for_shape(s, FwdShape{4096, 600, 32}, sms) == fwd_wgmma_tile_for_keys(s, 600));
+  CHECK(fwd_wgmma_tile_for_shape(s, FwdShape{3000, 3000, 32}, 0) == three);
+  // The waves count: 600 queries make 160 tiles of 128 rows, 128 of 192,
+  // one wave each on 1000 SMs, where the shorter tile ends first.
+  CHECK(fwd_wgmma_tile_for_shape(s, FwdShape{600, 600, 32}, 1000) == fwd_wgmma_tile_for_keys(s, 600));
+  // Only 16-bit head_dim 64 has the registers for three consumers.
+  for (auto edit : std::vector<void (*)(KernelSpec&)>{
+           [](KernelSpec& k) { k.head_dim = 128; },
+           [](KernelSpec& k) { k.head_dim = 256; },
+           [](KernelSpec& k) { k.dtype = DType::kF32; k.precision = Precision::kTF32; }}) {
+    KernelSpec o = s;
+    edit(o);
+    o.tile = choose_tile_config(o);
+    INFO(o.to_string());
+    CHECK(fwd_wgmma_tile_for_shape(o, FwdShape{3000, 3000, 32}, sms) == o.tile);
+    o.tile = three;
+    auto r = validate_tile_config(o);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("block_m 128"));
+  }
+  // A 192-row tile needs four warpgroups.
+  v.tile.num_warps = 12;
+  auto r = validate_tile_config(v);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().message, Catch::Contains("num_warps 16"));
 }

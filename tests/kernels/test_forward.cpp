@@ -457,3 +457,68 @@ TEST_CASE("forward: head_dim 256 on the Hopper kernel", "[gpu][fwd]") {
     }
   }
 }
+
+TEST_CASE("forward: three consumer warpgroups (192 query rows) at head_dim 64, every schedule", "[gpu][fwd]") {
+  // The policy takes this tile only for some lengths and batch sizes
+  // (fwd_wgmma_tile_for_shape); forced here, it runs every length the other
+  // tiles run: single rows, a partial last query block, causal with Sq != Sk
+  // both ways (query blocks no key is visible to), per-batch key lengths with
+  // empty entries, several tiles per CTA, and each schedule.
+  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
+  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
+    WARN("the Hopper kernel does not apply here");
+    return;
+  }
+  for (FwdSchedule schedule :
+       {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic, FwdSchedule::kOneTilePerCta}) {
+    ContextOptions options;
+    options.fwd_tile = TileConfig{192, 128, 16, 4, true};
+    options.fwd_schedule = schedule;
+    auto ctx = Context::create(options);
+    REQUIRE(ctx.ok());
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      struct Len { int sq, sk; bool causal; int batch, heads; bool ragged_keys; };
+      for (const Len& l : {Len{1, 1, false, 1, 1, false}, Len{17, 17, true, 1, 2, false},
+                           Len{192, 256, false, 2, 2, false}, Len{384, 256, true, 2, 2, false},
+                           Len{600, 1500, true, 1, 2, false}, Len{1500, 600, true, 1, 2, false},
+                           Len{1000, 300, false, 8, 4, true}, Len{1000, 300, true, 8, 4, false},
+                           Len{3000, 3000, false, 2, 2, false}, Len{4096, 4096, true, 1, 2, false}}) {
+        AttentionCase c = make_case(dt, Precision::kNative, 64, l.sq, l.sk, l.causal, 41 + l.sq + l.sk);
+        c.batch = l.batch;
+        c.heads = l.heads;
+        if (l.ragged_keys) c.seqlens_k = {300, 0, 1, 299, 0, 150, 128, 0};
+        INFO(to_string(schedule));
+        const ForwardCheck r = check_case(c, **ctx);
+        CHECK(r.spec.find("_bm192_bn128_w16_s4_wg") != std::string::npos);
+      }
+    }
+  }
+}
+
+// For compute-sanitizer: the three-consumer turns and hand-over of several
+// tiles per CTA, small enough for racecheck. 3 x 4 x 24 = 288 query blocks.
+TEST_CASE("sanitizer cases: three consumer warpgroups, several tiles per CTA", "[gpu][sanitize]") {
+  if (shared_context().arch() != Arch::kSm90) {
+    WARN("the Hopper kernel does not apply here");
+    return;
+  }
+  for (FwdSchedule schedule : {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic}) {
+    ContextOptions options;
+    options.fwd_tile = TileConfig{192, 128, 16, 4, true};
+    options.fwd_schedule = schedule;
+    auto ctx = Context::create(options);
+    REQUIRE(ctx.ok());
+    for (bool causal : {true, false}) {
+      AttentionCase c = make_case(DType::kBF16, Precision::kNative, 64, 400, 150, causal, 13);
+      c.batch = 24;
+      c.heads = 4;
+      if (!causal) {
+        c.seqlens_k.assign(24, 150);
+        for (int b = 0; b < 24; b += 5) c.seqlens_k[b] = b % 2 == 0 ? 0 : 1 + b;
+      }
+      INFO(to_string(schedule));
+      const ForwardCheck r = check_case(c, **ctx);
+      CHECK(r.spec.find("_bm192_") != std::string::npos);
+    }
+  }
+}

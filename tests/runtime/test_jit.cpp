@@ -155,11 +155,13 @@ TEST_CASE("flashjit-warmup: a spec named without its tile warms every kernel the
   auto [code, out] = run(env + warmup + "fwd_bf16_d64_noncausal_padded_sm90");
   INFO(out);
   CHECK(code == 0);
-  // The Hopper forward with both key-length tiles, and the named mma.sync spec (force_mma).
+  // The Hopper forward with both key-length tiles and the three-consumer
+  // tile, and the named mma.sync spec (force_mma).
   CHECK(out ==
         "fwd_bf16_d64_noncausal_padded_sm90_bm128_bn64_w4_s2\n"
         "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg\n"
-        "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg\n");
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg\n"
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg\n");
   // Named with its tile: that kernel alone.
   auto [code2, out2] = run(env + warmup + "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg");
   INFO(out2);
@@ -277,16 +279,23 @@ TEST_CASE("head_dim 256 takes the Hopper kernel on sm_90; a _wg tile never reach
   CHECK((*forced)->spec_for(p, Direction::kFwd).value().arch == Arch::kSm90);
 }
 
-TEST_CASE("the Hopper forward's tile follows the key length at head_dim 64; a forced tile still wins", "[jit]") {
+TEST_CASE("the Hopper forward's tile follows the lengths at head_dim 64; a forced tile still wins", "[jit]") {
   TempDir dir;
   ContextOptions o = sm90_options(dir.path);
   auto ctx = Context::create(o);
   REQUIRE(ctx.ok());
   Problem p;
-  p.batch = 4; p.heads = 8; p.seqlen_q = 3000; p.seqlen_k = 600; p.head_dim = 64;
+  // 4000 queries: 32 blocks of 128 rows per pair, 21 of 192 (6 waves of 132
+  // SMs for 672 tiles): two consumers.
+  p.batch = 4; p.heads = 8; p.seqlen_q = 4000; p.seqlen_k = 600; p.head_dim = 64;
   CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
         "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg");
-  p.seqlen_k = 1024;  // a multiple of 128 keys and of 128 queries? 3000 is not: padded
+  // 3000 queries: 16 blocks of 192 rows per pair take 4 waves, 24 of 128 take 6.
+  p.seqlen_q = 3000;
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg");
+  p.seqlen_q = 4000;
+  p.seqlen_k = 1024;  // a multiple of 128 keys and of 128 queries? 4000 is not: padded
   CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
         "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg");
   p.seqlen_q = 1024;  // both multiples of the 128-key tile: even
@@ -295,12 +304,18 @@ TEST_CASE("the Hopper forward's tile follows the key length at head_dim 64; a fo
   p.seqlen_k = 1500;
   CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
         "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg");
-  // Causal: 128 keys up to 4096 keys, the policy's 192 above (run 38).
+  // Causal: 128 keys up to 4096 keys, the policy's 192 above (run 38), or
+  // three consumers (run 43).
   p.seqlen_k = 600;
   p.causal = true;
   CHECK((*ctx)->spec_for(p, Direction::kFwd).value().tile.block_n == 128);
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().tile.block_m == 128);
+  p.seqlen_q = 4096; p.seqlen_k = 4096;
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_causal_even_sm90a_bm128_bn128_w12_s4_wg");
   p.seqlen_q = 8192; p.seqlen_k = 8192;
-  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().tile.block_n == 192);
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_causal_padded_sm90a_bm192_bn128_w16_s4_wg");
   p.seqlen_q = 1024; p.seqlen_k = 600;
   // Head_dim 128 keeps the policy's tile; so does the backward.
   p.causal = false;
