@@ -102,6 +102,22 @@ long long padded_keys(int seqlen_k, int block_n) {
   return (static_cast<long long>(seqlen_k) + block_n - 1) / block_n * block_n;
 }
 
+// Wider key tiles for 16-bit head_dim 128 (two consumers; S and P of 176
+// keys still fit 232 registers beside O). Run 46 (bench/results/2026-12-04-
+// h200-run46, bf16 B4 H8, Sq = Sk, against 128 keys): within +-2% up to 4096
+// keys, where they pad more and waste more of the causal diagonal; at 8192
+// keys 176 keys +1.8% non-causal (611-615 vs 600-604 TFLOP/s; O staged in Q's
+// rows beside two stages, one CTA per tile) and 160 keys +2.4% causal (575
+// vs 562; O apart, 231424 bytes).
+constexpr TileConfig kWideKeysD128{128, 176, 12, 2, true};
+constexpr TileConfig kWideKeysD128Causal{128, 160, 12, 2, true};
+constexpr int kWideKeysD128MinKeys = 8192;
+
+bool has_wide_keys_tile(const KernelSpec& spec) {
+  return spec.direction == Direction::kFwd && spec.tile.wgmma && spec.dtype != DType::kF32 &&
+         spec.head_dim == 128;
+}
+
 // The 16-bit head_dim 64 tile of three consumer warpgroups: 192 query rows,
 // 128 keys (S, P and O fit the 160 registers setmaxnreg leaves each of
 // three consumers; 192 keys would not), four stages (run 43: three equal).
@@ -161,6 +177,9 @@ double modelled_cost(const KernelSpec& spec, const TileConfig& t, const FwdShape
 TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k) {
   KernelSpec policy = spec;
   policy.tile = choose_tile_config(spec);
+  if (has_wide_keys_tile(policy) && seqlen_k >= kWideKeysD128MinKeys) {
+    return spec.causal ? kWideKeysD128Causal : kWideKeysD128;
+  }
   if (!has_short_keys_tile(policy) || seqlen_k <= 0) return policy.tile;
   if (spec.causal) return seqlen_k <= kShortKeysCausalMaxKeys ? kShortKeysD64 : policy.tile;
   const long long wide = padded_keys(seqlen_k, policy.tile.block_n);
@@ -182,6 +201,7 @@ TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shap
 std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec) {
   KernelSpec policy = spec;
   policy.tile = choose_tile_config(spec);
+  if (has_wide_keys_tile(policy)) return {policy.tile, spec.causal ? kWideKeysD128Causal : kWideKeysD128};
   if (!has_short_keys_tile(policy)) return {policy.tile};
   return {policy.tile, kShortKeysD64, kThreeConsumersD64};
 }
@@ -261,8 +281,11 @@ Result<void> validate_wgmma_tile(const KernelSpec& spec) {
     return bad(fmt::format("_wg needs block_m 128 (two 64-row consumers){}; got {}",
                            three_consumers ? " or 192 (three)" : "", t.block_m));
   }
-  if (t.block_n != 64 && t.block_n != 128 && t.block_n != 192) {
-    return bad(fmt::format("_wg needs block_n 64, 128 or 192; got {}", t.block_n));
+  // The S product's N (wgmma_ops.cuh has these); TF32 V^T boxes are 32 keys.
+  const bool wide_16bit = spec.dtype != DType::kF32 && (t.block_n == 144 || t.block_n == 160 || t.block_n == 176);
+  if (t.block_n != 64 && t.block_n != 128 && t.block_n != 192 && !wide_16bit) {
+    return bad(fmt::format("_wg needs block_n 64, 128 or 192{}; got {}",
+                           spec.dtype != DType::kF32 ? " (or 144, 160, 176 for 16-bit inputs)" : "", t.block_n));
   }
   if (t.num_warps != 4 + t.block_m / 16) {
     return bad(fmt::format("_wg needs num_warps {} (a producer warpgroup and one per 64 rows); got {}",

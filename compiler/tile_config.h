@@ -34,7 +34,8 @@ int bwd_dq_smem_bytes(const KernelSpec& spec);
 /// Hopper forward: the policy's tile for a key length (the longest of the
 /// batch). 16-bit head_dim 64 takes 128 keys per tile instead of 192 where
 /// that pads the keys by enough less to pay for the narrower tile's lower rate
-/// (non-causal) or up to 4096 keys (causal); every other spec keeps
+/// (non-causal) or up to 4096 keys (causal); 16-bit head_dim 128 takes 176
+/// keys (non-causal) or 160 (causal) from 8192 keys; every other spec keeps
 /// choose_tile_config's tile.
 TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k);
 

@@ -9,7 +9,7 @@
 //
 // A spec named without its tile (a string without the suffix, the flags, a
 // JSON object) stands for every kernel the runtime may launch for it
-// (launch_specs): on sm90 the Hopper forward with each tile the key length may
+// (launch_specs): on sm90 the Hopper forward with each tile the lengths may
 // pick, and the named mma.sync spec. A spec with its tile is compiled alone.
 //
 // Prints a progress line per spec on stderr, then a table and a summary on

@@ -38,8 +38,8 @@ TEST_CASE("tile policy is a pure function of the spec", "[tile]") {
     }
   }
   // bf16 and f16 head_dim 64, causal or not, even and padded: the short-key
-  // and the three-consumer tiles.
-  CHECK(key_length_tiles == 16);
+  // and the three-consumer tiles; head_dim 128: the wide-key tile.
+  CHECK(key_length_tiles == 24);
 }
 
 TEST_CASE("tile validation rejects oversized or malformed tiles", "[tile]") {
@@ -147,9 +147,9 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile
     CHECK(fwd_wgmma_tile_for_keys(causal, keys) == causal.tile);
   }
   CHECK(fwd_wgmma_launch_tiles(causal).size() == 3);
-  // Every other spec keeps the policy's tile at every length.
+  // Every other spec keeps the policy's tile at every length (head_dim 128:
+  // below 8192 keys).
   for (auto edit : std::vector<void (*)(KernelSpec&)>{
-           [](KernelSpec& k) { k.head_dim = 128; },
            [](KernelSpec& k) { k.head_dim = 256; },
            [](KernelSpec& k) { k.dtype = DType::kF32; k.precision = Precision::kTF32; }}) {
     KernelSpec o = s;
@@ -223,4 +223,50 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 takes three consumer warpgroups wh
   auto r = validate_tile_config(v);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error().message, Catch::Contains("num_warps 16"));
+}
+
+TEST_CASE("Hopper forward: 16-bit head_dim 128 takes wider key tiles from 8192 keys", "[tile]") {
+  for (bool causal : {false, true}) {
+    KernelSpec s;
+    s.arch = Arch::kSm90a;
+    s.head_dim = 128;
+    s.causal = causal;
+    s.tile = choose_tile_config(s);
+    REQUIRE(s.tile.wgmma);
+    REQUIRE(s.tile.block_n == 128);
+    INFO(s.to_string());
+    for (int keys : {1, 600, 1500, 3000, 4096, 8191}) {
+      INFO(keys);
+      CHECK(fwd_wgmma_tile_for_keys(s, keys) == s.tile);
+    }
+    // Run 46: 176 keys non-causal (O staged in Q's rows), 160 causal (O apart).
+    const int wide = causal ? 160 : 176;
+    for (int keys : {8192, 16384}) {
+      INFO(keys);
+      const TileConfig t = fwd_wgmma_tile_for_shape(s, FwdShape{keys, keys, 32}, 132);
+      CHECK(t.block_n == wide);
+      CHECK(t.block_m == 128);
+      KernelSpec v = s;
+      v.tile = t;
+      CHECK(validate_tile_config(v).ok());
+      CHECK(fwd_wgmma_o_apart(v) == causal);
+    }
+    const std::vector<TileConfig> tiles = fwd_wgmma_launch_tiles(s);
+    REQUIRE(tiles.size() == 2);
+    CHECK(tiles[1].block_n == wide);
+    // f16 too; f32 (TF32) and head_dim 256 keep theirs.
+    KernelSpec h = s;
+    h.dtype = DType::kF16;
+    CHECK(fwd_wgmma_tile_for_keys(h, 8192).block_n == wide);
+    KernelSpec f = s;
+    f.dtype = DType::kF32;
+    f.precision = Precision::kTF32;
+    f.tile = choose_tile_config(f);
+    CHECK(fwd_wgmma_tile_for_keys(f, 8192) == f.tile);
+    // Validation: 144-176 keys only for 16-bit inputs.
+    f.tile.block_n = 160;
+    auto r = validate_tile_config(f);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("block_n 64, 128 or 192"));
+  }
 }

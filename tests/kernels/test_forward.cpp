@@ -458,38 +458,45 @@ TEST_CASE("forward: head_dim 256 on the Hopper kernel", "[gpu][fwd]") {
   }
 }
 
-TEST_CASE("forward: three consumer warpgroups (192 query rows) at head_dim 64, every schedule", "[gpu][fwd]") {
-  // The policy takes this tile only for some lengths and batch sizes
-  // (fwd_wgmma_tile_for_shape); forced here, it runs every length the other
-  // tiles run: single rows, a partial last query block, causal with Sq != Sk
-  // both ways (query blocks no key is visible to), per-batch key lengths with
-  // empty entries, several tiles per CTA, and each schedule.
+TEST_CASE("forward: the length-picked Hopper tiles, forced, at every schedule and length", "[gpu][fwd]") {
+  // The policy takes these tiles only for some lengths and batch sizes
+  // (fwd_wgmma_tile_for_shape): three consumer warpgroups at head_dim 64,
+  // 160 and 176 keys at head_dim 128 (176: O staged in Q's rows). Forced here,
+  // each runs every length the other tiles run: single rows, a partial last
+  // query block, causal with Sq != Sk both ways (query blocks no key is
+  // visible to), per-batch key lengths with empty entries, several tiles per
+  // CTA, and each schedule.
   const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
   if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
     WARN("the Hopper kernel does not apply here");
     return;
   }
-  for (FwdSchedule schedule :
-       {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic, FwdSchedule::kOneTilePerCta}) {
-    ContextOptions options;
-    options.fwd_tile = TileConfig{192, 128, 16, 4, true};
-    options.fwd_schedule = schedule;
-    auto ctx = Context::create(options);
-    REQUIRE(ctx.ok());
-    for (DType dt : {DType::kBF16, DType::kF16}) {
-      struct Len { int sq, sk; bool causal; int batch, heads; bool ragged_keys; };
-      for (const Len& l : {Len{1, 1, false, 1, 1, false}, Len{17, 17, true, 1, 2, false},
-                           Len{192, 256, false, 2, 2, false}, Len{384, 256, true, 2, 2, false},
-                           Len{600, 1500, true, 1, 2, false}, Len{1500, 600, true, 1, 2, false},
-                           Len{1000, 300, false, 8, 4, true}, Len{1000, 300, true, 8, 4, false},
-                           Len{3000, 3000, false, 2, 2, false}, Len{4096, 4096, true, 1, 2, false}}) {
-        AttentionCase c = make_case(dt, Precision::kNative, 64, l.sq, l.sk, l.causal, 41 + l.sq + l.sk);
-        c.batch = l.batch;
-        c.heads = l.heads;
-        if (l.ragged_keys) c.seqlens_k = {300, 0, 1, 299, 0, 150, 128, 0};
-        INFO(to_string(schedule));
-        const ForwardCheck r = check_case(c, **ctx);
-        CHECK(r.spec.find("_bm192_bn128_w16_s4_wg") != std::string::npos);
+  struct Forced { TileConfig tile; int head_dim; const char* suffix; };
+  for (const Forced& f : {Forced{TileConfig{192, 128, 16, 4, true}, 64, "_bm192_bn128_w16_s4_wg"},
+                          Forced{TileConfig{128, 160, 12, 2, true}, 128, "_bm128_bn160_w12_s2_wg"},
+                          Forced{TileConfig{128, 176, 12, 2, true}, 128, "_bm128_bn176_w12_s2_wg"}}) {
+    for (FwdSchedule schedule :
+         {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic, FwdSchedule::kOneTilePerCta}) {
+      ContextOptions options;
+      options.fwd_tile = f.tile;
+      options.fwd_schedule = schedule;
+      auto ctx = Context::create(options);
+      REQUIRE(ctx.ok());
+      for (DType dt : {DType::kBF16, DType::kF16}) {
+        struct Len { int sq, sk; bool causal; int batch, heads; bool ragged_keys; };
+        for (const Len& l : {Len{1, 1, false, 1, 1, false}, Len{17, 17, true, 1, 2, false},
+                             Len{192, 352, false, 2, 2, false}, Len{384, 256, true, 2, 2, false},
+                             Len{600, 1500, true, 1, 2, false}, Len{1500, 600, true, 1, 2, false},
+                             Len{1000, 300, false, 8, 4, true}, Len{1000, 300, true, 8, 4, false},
+                             Len{3000, 3000, false, 2, 2, false}, Len{4096, 4096, true, 1, 2, false}}) {
+          AttentionCase c = make_case(dt, Precision::kNative, f.head_dim, l.sq, l.sk, l.causal, 41 + l.sq + l.sk);
+          c.batch = l.batch;
+          c.heads = l.heads;
+          if (l.ragged_keys) c.seqlens_k = {300, 0, 1, 299, 0, 150, 128, 0};
+          INFO(to_string(schedule));
+          const ForwardCheck r = check_case(c, **ctx);
+          CHECK(r.spec.find(f.suffix) != std::string::npos);
+        }
       }
     }
   }
