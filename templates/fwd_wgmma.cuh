@@ -53,7 +53,11 @@
 // per consumer (within 1%, d128 s8192 -1.5%). Run 37: the deferred store
 // and a second Q buffer together (0.98-1.02x everywhere); run 41: the next
 // tile's Q and first K/V prefetched into L2 a tile ahead (d64 1.3-2% slower,
-// d128 equal). Check a change to the consumer with scripts/sass_mainloop.py
+// d128 equal); run 42: two-CTA clusters sharing each K/V tile by TMA
+// multicast (equal at d128 s>=3000, 2-4% slower elsewhere: L2 bandwidth is
+// not the limit; a remote arrive at cluster scope puts MEMBAR.GPU in the
+// loop); run 45: three consumers at d128, which need 64-key tiles (7-15%
+// slower). Check a change to the consumer with scripts/sass_mainloop.py
 // before timing it.
 //
 // Launch contract: grid = G x 1 x 1 with 1 <= G <= tiles, tiles =
