@@ -134,8 +134,8 @@ constexpr TileConfig kThreeConsumersD64{192, 128, 16, 4, true};
 // Per-tile rates of the model, relative to the 128 x 192 tile: run 33 for
 // the 128-key tile (0.93-0.99), run 43 for three consumers (1.046 fits the
 // non-causal s8192 ratio once padding and waves are counted).
-constexpr double kRateWideKeys = 1.0;
-constexpr double kRateShortKeys = 0.95;
+constexpr double kRate192Keys = 1.0;
+constexpr double kRate128Keys = 0.95;
 constexpr double kRateThreeConsumers = 1.046;
 // Three consumers only where the model says they win by more than this:
 // the model is within ~3% of run 43 (causal s4096: 1.009 modelled, 0.968
@@ -145,7 +145,7 @@ constexpr int kDefaultSmCount = 132;  // the H200's
 
 double tile_rate(const TileConfig& t) {
   if (t.block_m == kThreeConsumersD64.block_m) return kRateThreeConsumers;
-  return t.block_n == kShortKeysD64.block_n ? kRateShortKeys : kRateWideKeys;
+  return t.block_n == kShortKeysD64.block_n ? kRate128Keys : kRate192Keys;
 }
 
 // Modelled run time of the forward with tile `t`: every (query block, pair)
