@@ -18,9 +18,10 @@
 //    per CTA, not once per tile;
 //  - two consumer warpgroups (kBlockM 128), or three (kBlockM 192: 16-bit
 //    head_dim 64, whose S, P and O fit the 160 registers each then gets), own
-//    64 query rows each (the wgmma M). Per K/V tile: S = Q K^T (wgmma, both operands in shared memory), the online
-//    softmax in registers, O += P V (wgmma with P in registers as the A
-//    operand, V read transposed from shared memory).
+//    64 query rows each (the wgmma M). Per K/V tile: S = Q K^T (wgmma, both
+//    operands in shared memory), the online softmax in registers, O += P V
+//    (wgmma with P in registers as the A operand, V read transposed from
+//    shared memory).
 // Float32 inputs run on the TF32 tensor cores. TF32 wgmma reads both
 // shared-memory operands K-major only, so the host first writes V^T (keys
 // contiguous) with templates/v_transpose.cuh, which also orders the keys of

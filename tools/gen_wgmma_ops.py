@@ -20,7 +20,9 @@ TYPES = {"bf16": ("bf16", "bf16_t", 16), "f16": ("f16", "f16_t", 16), "tf32": ("
 # K-major. rs_tb: A in registers, B MN-major (16-bit only: the tensor core
 # transposes it). rs: A in registers, B K-major (tf32 has no transpose).
 WRAPPERS = (
-    [("ss", t, n) for n in (64, 128, 144, 160, 176, 192) for t in ("bf16", "f16", "tf32")]
+    [("ss", t, n) for n in (64, 128, 192) for t in ("bf16", "f16", "tf32")]
+    # 16-bit head_dim 128's wide key tiles (compiler/tile_config.cpp).
+    + [("ss", t, n) for n in (144, 160, 176) for t in ("bf16", "f16")]
     + [("rs_tb", t, n) for n in (64, 128, 256) for t in ("bf16", "f16")]
     + [("rs", "tf32", n) for n in (64, 128)]
 )
