@@ -181,7 +181,8 @@ class Context {
   /// of its dynamic schedule, else 0.
   Result<size_t> forward_scratch_size(const Problem& problem);
 
-  /// The spec a problem maps to (padding from the lengths and tile, arch from the device).
+  /// The spec a problem maps to (padding from the lengths and tile, arch from the device;
+  /// the Hopper forward's tile from the lengths, batch, heads and the device's SM count).
   Result<KernelSpec> spec_for(const Problem& problem, Direction direction, bool deterministic = false);
   /// Compiles `spec` into the caches without loading it (no GPU needed).
   Result<CompileRecord> compile(const KernelSpec& spec);

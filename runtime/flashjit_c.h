@@ -205,8 +205,8 @@ flashjit_status flashjit_spec_for(flashjit_context* ctx, const flashjit_problem*
  *  the tile suffix may be omitted, and the tile policy fills it in) into the
  *  caches without loading it: warms the disk cache, no GPU needed. `info` may
  *  be NULL. It compiles exactly that spec: on an sm_90 GPU most forwards launch
- *  the Hopper kernel (an "sm90a_..._wg" spec, its tile following the key
- *  length at head_dim 64), so warm the strings flashjit_spec_for() returns for
+ *  the Hopper kernel (an "sm90a_..._wg" spec, its tile following the
+ *  lengths at head_dim 64 and 128), so warm the strings flashjit_spec_for() returns for
  *  the problems you will run, or use flashjit-warmup, which expands a spec
  *  named without its tile to every kernel a call may launch for it. */
 flashjit_status flashjit_compile(flashjit_context* ctx, const char* spec,
