@@ -93,10 +93,13 @@ constexpr TileConfig kShortKeysD64{128, 128, 12, 4, true};
 constexpr int kShortKeysRatePct = 93;
 constexpr int kShortKeysCausalMaxKeys = 4096;
 
-bool has_short_keys_tile(const KernelSpec& spec) {
+// The 16-bit Hopper forward at `head_dim`: the specs with tiles picked per
+// launch (head_dim 64: short keys and three consumers; 128: wide keys).
+bool is_16bit_wgmma_fwd(const KernelSpec& spec, int head_dim) {
   return spec.direction == Direction::kFwd && spec.tile.wgmma && spec.dtype != DType::kF32 &&
-         spec.head_dim == 64;
+         spec.head_dim == head_dim;
 }
+bool has_short_keys_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec, 64); }
 
 long long padded_keys(int seqlen_k, int block_n) {
   return (static_cast<long long>(seqlen_k) + block_n - 1) / block_n * block_n;
@@ -113,10 +116,8 @@ constexpr TileConfig kWideKeysD128{128, 176, 12, 2, true};
 constexpr TileConfig kWideKeysD128Causal{128, 160, 12, 2, true};
 constexpr int kWideKeysD128MinKeys = 8192;
 
-bool has_wide_keys_tile(const KernelSpec& spec) {
-  return spec.direction == Direction::kFwd && spec.tile.wgmma && spec.dtype != DType::kF32 &&
-         spec.head_dim == 128;
-}
+bool has_wide_keys_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec, 128); }
+TileConfig wide_keys_tile(const KernelSpec& spec) { return spec.causal ? kWideKeysD128Causal : kWideKeysD128; }
 
 // The 16-bit head_dim 64 tile of three consumer warpgroups: 192 query rows,
 // 128 keys (S, P and O fit the 160 registers setmaxnreg leaves each of
@@ -177,9 +178,7 @@ double modelled_cost(const KernelSpec& spec, const TileConfig& t, const FwdShape
 TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k) {
   KernelSpec policy = spec;
   policy.tile = choose_tile_config(spec);
-  if (has_wide_keys_tile(policy) && seqlen_k >= kWideKeysD128MinKeys) {
-    return spec.causal ? kWideKeysD128Causal : kWideKeysD128;
-  }
+  if (has_wide_keys_tile(policy) && seqlen_k >= kWideKeysD128MinKeys) return wide_keys_tile(spec);
   if (!has_short_keys_tile(policy) || seqlen_k <= 0) return policy.tile;
   if (spec.causal) return seqlen_k <= kShortKeysCausalMaxKeys ? kShortKeysD64 : policy.tile;
   const long long wide = padded_keys(seqlen_k, policy.tile.block_n);
@@ -201,7 +200,7 @@ TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shap
 std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec) {
   KernelSpec policy = spec;
   policy.tile = choose_tile_config(spec);
-  if (has_wide_keys_tile(policy)) return {policy.tile, spec.causal ? kWideKeysD128Causal : kWideKeysD128};
+  if (has_wide_keys_tile(policy)) return {policy.tile, wide_keys_tile(spec)};
   if (!has_short_keys_tile(policy)) return {policy.tile};
   return {policy.tile, kShortKeysD64, kThreeConsumersD64};
 }
@@ -276,7 +275,7 @@ Result<void> validate_wgmma_tile(const KernelSpec& spec) {
     return bad("the wgmma kernel (_wg) serves the forward of bf16/f16 at head_dim 64, 128 or 256 and of f32 "
                "with TF32 math (not ieee) at head_dim 64 or 128 only");
   }
-  const bool three_consumers = spec.head_dim == 64 && spec.dtype != DType::kF32;  // registers: S, P and O
+  const bool three_consumers = has_short_keys_tile(spec);  // registers: S, P and O of 128 keys fit 160
   if (t.block_m != 128 && !(t.block_m == 192 && three_consumers)) {
     return bad(fmt::format("_wg needs block_m 128 (two 64-row consumers){}; got {}",
                            three_consumers ? " or 192 (three)" : "", t.block_m));

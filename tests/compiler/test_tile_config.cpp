@@ -8,6 +8,20 @@
 
 using namespace flashjit;
 
+namespace {
+
+// A bf16 forward on sm90a with the policy's (Hopper) tile.
+KernelSpec hopper_forward(int head_dim, bool causal = false) {
+  KernelSpec s;
+  s.arch = Arch::kSm90a;
+  s.head_dim = head_dim;
+  s.causal = causal;
+  s.tile = choose_tile_config(s);
+  return s;
+}
+
+}  // namespace
+
 TEST_CASE("tile policy gives a valid config that fits shared memory for every spec", "[tile]") {
   for (Arch arch : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90, Arch::kSm90a}) {
     for (const KernelSpec& s : all_supported_specs(arch)) {
@@ -109,10 +123,7 @@ TEST_CASE("forward schedules print and parse", "[tile]") {
 
 TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile where 192 pads much more",
           "[tile]") {
-  KernelSpec s;
-  s.arch = Arch::kSm90a;
-  s.head_dim = 64;
-  s.tile = choose_tile_config(s);
+  const KernelSpec s = hopper_forward(64);
   REQUIRE(s.tile.wgmma);
   REQUIRE(s.tile.block_n == 192);
   // 600 keys: 640 with 128 per tile, 768 with 192; 100: 128 vs 192; 1000: 1024 vs 1152.
@@ -134,9 +145,7 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile
     CHECK(validate_tile_config(v).ok());
   }
   // Causal (run 38): 128 keys up to 4096, whatever the padding; 192 above.
-  KernelSpec causal = s;
-  causal.causal = true;
-  causal.tile = choose_tile_config(causal);
+  const KernelSpec causal = hopper_forward(64, true);
   CHECK(causal.tile.block_n == 192);
   for (int keys : {1, 600, 1500, 2048, 3000, 4096}) {
     INFO(keys);
@@ -163,10 +172,7 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile
 
 TEST_CASE("Hopper forward: 16-bit head_dim 64 takes three consumer warpgroups where the model says they finish first",
           "[tile]") {
-  KernelSpec s;
-  s.arch = Arch::kSm90a;
-  s.head_dim = 64;
-  s.tile = choose_tile_config(s);
+  const KernelSpec s = hopper_forward(64);
   REQUIRE(s.tile.wgmma);
   const TileConfig three{192, 128, 16, 4, true};
   KernelSpec v = s;
@@ -227,11 +233,7 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 takes three consumer warpgroups wh
 
 TEST_CASE("Hopper forward: 16-bit head_dim 128 takes wider key tiles from 8192 keys", "[tile]") {
   for (bool causal : {false, true}) {
-    KernelSpec s;
-    s.arch = Arch::kSm90a;
-    s.head_dim = 128;
-    s.causal = causal;
-    s.tile = choose_tile_config(s);
+    const KernelSpec s = hopper_forward(128, causal);
     REQUIRE(s.tile.wgmma);
     REQUIRE(s.tile.block_n == 128);
     INFO(s.to_string());

@@ -303,13 +303,18 @@ TEST_CASE("sanitizer cases: the persistent Hopper schedules, several tiles per C
     WARN("the Hopper kernel does not apply here");
     return;
   }
-  struct Math { DType dtype; Precision precision; int head_dim; };
+  // The policy's tiles, and the three-consumer tile forced (192 rows: also
+  // two query blocks of 200 queries), whose turns go round three warpgroups.
+  struct Math { DType dtype; Precision precision; int head_dim; std::optional<TileConfig> tile; };
   for (FwdSchedule schedule : {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic}) {
-    ContextOptions options;
-    options.fwd_schedule = schedule;
-    auto ctx = Context::create(options);
-    REQUIRE(ctx.ok());
-    for (Math m : {Math{DType::kBF16, Precision::kNative, 128}, Math{DType::kF32, Precision::kTF32, 64}}) {
+    for (const Math& m : {Math{DType::kBF16, Precision::kNative, 128, std::nullopt},
+                          Math{DType::kF32, Precision::kTF32, 64, std::nullopt},
+                          Math{DType::kBF16, Precision::kNative, 64, TileConfig{192, 128, 16, 4, true}}}) {
+      ContextOptions options;
+      options.fwd_schedule = schedule;
+      options.fwd_tile = m.tile;
+      auto ctx = Context::create(options);
+      REQUIRE(ctx.ok());
       for (bool causal : {true, false}) {
         AttentionCase c = make_case(m.dtype, m.precision, m.head_dim, 200, 150, causal, 9 + m.head_dim);
         c.batch = 32;
@@ -320,6 +325,7 @@ TEST_CASE("sanitizer cases: the persistent Hopper schedules, several tiles per C
         }
         INFO(to_string(schedule));
         const ForwardCheck r = check_case(c, **ctx);
+        if (m.tile) CHECK(r.spec.find("_bm192_") != std::string::npos);
         // FLASHJIT_FWD_SCHEDULE overrides the option (auto or tiles: a CTA per tile).
         if (r.spec.find("_wg") != std::string::npos && r.schedule != FwdSchedule::kOneTilePerCta) {
           CHECK(r.grid_ctas < 256);
@@ -498,34 +504,6 @@ TEST_CASE("forward: the length-picked Hopper tiles, forced, at every schedule an
           CHECK(r.spec.find(f.suffix) != std::string::npos);
         }
       }
-    }
-  }
-}
-
-// For compute-sanitizer: the three-consumer turns and hand-over of several
-// tiles per CTA, small enough for racecheck. 3 x 4 x 24 = 288 query blocks.
-TEST_CASE("sanitizer cases: three consumer warpgroups, several tiles per CTA", "[gpu][sanitize]") {
-  if (shared_context().arch() != Arch::kSm90) {
-    WARN("the Hopper kernel does not apply here");
-    return;
-  }
-  for (FwdSchedule schedule : {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic}) {
-    ContextOptions options;
-    options.fwd_tile = TileConfig{192, 128, 16, 4, true};
-    options.fwd_schedule = schedule;
-    auto ctx = Context::create(options);
-    REQUIRE(ctx.ok());
-    for (bool causal : {true, false}) {
-      AttentionCase c = make_case(DType::kBF16, Precision::kNative, 64, 400, 150, causal, 13);
-      c.batch = 24;
-      c.heads = 4;
-      if (!causal) {
-        c.seqlens_k.assign(24, 150);
-        for (int b = 0; b < 24; b += 5) c.seqlens_k[b] = b % 2 == 0 ? 0 : 1 + b;
-      }
-      INFO(to_string(schedule));
-      const ForwardCheck r = check_case(c, **ctx);
-      CHECK(r.spec.find("_bm192_") != std::string::npos);
     }
   }
 }
