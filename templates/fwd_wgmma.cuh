@@ -34,6 +34,8 @@
 //  - between warpgroups (ping-pong), one named barrier per consumer passes
 //    the turn on the tensor cores round the consumers, so one warpgroup's
 //    products run during the others' softmax.
+// With three consumers O's rescale to the new row max also leaves the
+// softmax's path: it runs between issuing S and P V, under S (kRescaleUnderS).
 // The epilogue writes O into a staging tile (its own where shared memory
 // allows, kOApart, else the consumer's rows of the Q tile, which then hold
 // up the next Q load until the store has read them) and leaves through one
@@ -58,6 +60,7 @@
 // multicast (equal at d128 s>=3000, 2-4% slower elsewhere: L2 bandwidth is
 // not the limit; a remote arrive at cluster scope puts MEMBAR.GPU in the
 // loop); run 45: three consumers at d128, which need 64-key tiles (7-15%
+// slower); run 48: O's rescale under S with two consumers (0.2-2%
 // slower). Check a change to the consumer with scripts/sass_mainloop.py
 // before timing it.
 //
@@ -405,25 +408,39 @@ struct FwdWgmmaKernel {
     }
   }
 
-  /// O and the running sums move to the new max; P joins the sums. Every
-  /// tile: lazy rescaling (move the max only when it grows by > 2^8, one warp
-  /// vote per tile) measured slower on the H200 at D = 64 (s8192 439 vs 465
+  /// Where O moves to the new max. Three consumers (head_dim 64, 160
+  /// registers each, the softmax the longer path): between issuing S = Q K^T
+  /// and P V, while the tensor cores run S, as FlashAttention-3 places it
+  /// (run 48: +0.3-1.6%). Two consumers: after P V has landed, beside the
+  /// softmax; there the placement under S measured 0.2-2% slower (run 48).
+  static constexpr bool kRescaleUnderS = kConsumers == 3;
+
+  /// The running max and sums move to the new max and P joins the sums;
+  /// `correction` is the factor O must take before P V joins it. Every tile:
+  /// lazy rescaling (move the max only when it grows by > 2^8, one warp vote
+  /// per tile) measured slower on the H200 at D = 64 (s8192 439 vs 465
   /// TFLOP/s, run 6 of bench/results/2026-12-03-h200) and within noise at D = 128.
-  static __device__ __forceinline__ void rescale(float (&acc_o)[kORegs], float (&row_max)[2],
-                                                 float (&row_sum)[2], const float (&new_max)[2],
-                                                 const float (&tile_sum)[2], float scale_log2) {
+  static __device__ __forceinline__ void update_stats(float (&row_max)[2], float (&row_sum)[2],
+                                                      const float (&new_max)[2], const float (&tile_sum)[2],
+                                                      float scale_log2, float (&correction)[2]) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float correction =
+      correction[half] =
           ptx::exp2_approx(row_max[half] * scale_log2 - fwd::scaled_max(new_max[half], scale_log2));
       row_max[half] = new_max[half];
-      row_sum[half] = row_sum[half] * correction + tile_sum[half];
+      row_sum[half] = row_sum[half] * correction[half] + tile_sum[half];
+    }
+  }
+
+  /// O moves to the new max (see kRescaleUnderS for where).
+  static __device__ __forceinline__ void rescale_o(float (&acc_o)[kORegs], const float (&correction)[2]) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
 #pragma unroll
       for (int j = 0; j < kHeadDim / 8; ++j) {
-        acc_o[4 * j + 2 * half] *= correction;
-        acc_o[4 * j + 2 * half + 1] *= correction;
+        acc_o[4 * j + 2 * half] *= correction[half];
+        acc_o[4 * j + 2 * half + 1] *= correction[half];
       }
-    }
   }
 
   /// P as the A operand: 16-bit pairs in the order the k16 steps read them;
@@ -481,7 +498,7 @@ struct FwdWgmmaKernel {
 
     float acc_s[kSRegs];
     unsigned p[kPRegs];
-    float new_max[2], tile_sum[2];
+    float new_max[2], tile_sum[2], correction[2];
     // Mask limits for tile n, relative to the lane's first key n*kBlockN + 2t.
     auto mask_tile = [&](int n) {
       const int key0 = n * kBlockN + 2 * t;
@@ -513,7 +530,7 @@ struct FwdWgmmaKernel {
     release_q(0);
     if (0 >= blk.n_mask_begin) mask_tile(0);
     exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
-    rescale(acc_o, row_max, row_sum, new_max, tile_sum, scale_log2);
+    update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);  // O is still zero: no rescale
     pack_p(p, acc_s);
 
 #pragma unroll 1
@@ -526,6 +543,11 @@ struct FwdWgmmaKernel {
       ptx::fence_operand(acc_o);
       ptx::wgmma_fence();
       issue_qk(acc_s, q_addr, ptx::smem_u32(&smem.k[s][0][0][0]));
+      if constexpr (kRescaleUnderS) {
+        rescale_o(acc_o, correction);  // at n = 1, tile 0's factor meets a zero O
+        ptx::fence_operand(acc_o);
+        ptx::wgmma_fence();
+      }
       issue_pv(acc_o, p, ptx::smem_u32(&smem.v[sp][0][0][0]));
       pass_turn(c);
       ptx::wgmma_wait<1>();  // S done; P V of tile n - 1 may still run
@@ -534,15 +556,20 @@ struct FwdWgmmaKernel {
       release_q(n);
       if (n >= blk.n_mask_begin) mask_tile(n);
       exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
+      if constexpr (kRescaleUnderS) update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(acc_o);
       ptx::fence_operand(p);
       release(smem.v_empty[sp], lane);
-      rescale(acc_o, row_max, row_sum, new_max, tile_sum, scale_log2);
+      if constexpr (!kRescaleUnderS) {
+        update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
+        rescale_o(acc_o, correction);
+      }
       pack_p(p, acc_s);
     }
 
     // P V of the last tile.
+    if constexpr (kRescaleUnderS) rescale_o(acc_o, correction);
     const int sl = (it + last) % kStages;
     ptx::mbarrier_wait(ptx::smem_u32(&smem.v_full[sl]), ((it + last) / kStages) & 1);
     take_turn(c);
