@@ -41,10 +41,11 @@ TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   // the 16-bit rate, so the softmax hides more easily behind fewer keys:
   //  - D = 128: 64 keys, two stages (194 KiB; 128 keys would need 258 KiB).
   //  - D = 64: 128 keys, two stages (162 KiB).
-  //  - bf16/f16 D = 256: O is 128 registers per consumer thread, so 64 keys
-  //    (S 32, P 16) and two stages (194 KiB). Run 11 (bench/results/
-  //    2026-12-03-h200-run11): s8192 690 TFLOP/s (mma.sync 232, cuDNN 678),
-  //    causal 598 (cuDNN 653).
+  //  - bf16/f16 D = 256: O is 128 registers per consumer thread, so 80 keys
+  //    (S 40, P 20) and two stages, O staged in Q's rows (226 KiB). Run 52
+  //    (bench/results/2026-12-04-h200-run52, B4 H8) against 64 keys:
+  //    non-causal s1500 553 vs 517 TFLOP/s, s3000 599 vs 563, s4096 equal,
+  //    s8192 +0.5%; causal +4.5-5.8% (s8192 612 vs 578; cuDNN 609).
   // Re-measured on the current kernel (run 33, bench/results/2026-12-04-h200-
   // run33): still the best or within 1% everywhere, except bf16 causal D = 64
   // below s3000, where 128 keys are 1-3% faster (and 1.5% slower at s8192):
@@ -54,7 +55,7 @@ TileConfig fwd_wgmma_tile_config(const KernelSpec& spec) {
   // fwd_wgmma_tile_for_shape picks per launch (run 43).
   TileConfig t;
   if (spec.head_dim > 128) {
-    t = TileConfig{128, 64, 12, 2};
+    t = TileConfig{128, 80, 12, 2};
   } else if (spec.dtype == DType::kF32) {
     t = spec.head_dim <= 64 ? TileConfig{128, 128, 12, 2} : TileConfig{128, 64, 12, 2};
   } else {
@@ -281,10 +282,13 @@ Result<void> validate_wgmma_tile(const KernelSpec& spec) {
                            three_consumers ? " or 192 (three)" : "", t.block_m));
   }
   // The S product's N (wgmma_ops.cuh has these); TF32 V^T boxes are 32 keys.
-  const bool wide_16bit = spec.dtype != DType::kF32 && (t.block_n == 144 || t.block_n == 160 || t.block_n == 176);
-  if (t.block_n != 64 && t.block_n != 128 && t.block_n != 192 && !wide_16bit) {
+  const bool is_16bit = spec.dtype != DType::kF32;
+  const bool wide_16bit = is_16bit && (t.block_n == 144 || t.block_n == 160 || t.block_n == 176);
+  const bool d256_16bit = is_16bit && spec.head_dim == 256 && t.block_n == 80;
+  if (t.block_n != 64 && t.block_n != 128 && t.block_n != 192 && !wide_16bit && !d256_16bit) {
     return bad(fmt::format("_wg needs block_n 64, 128 or 192{}; got {}",
-                           spec.dtype != DType::kF32 ? " (or 144, 160, 176 for 16-bit inputs)" : "", t.block_n));
+                           is_16bit ? " (or 144, 160, 176 for 16-bit inputs, 80 at head_dim 256)" : "",
+                           t.block_n));
   }
   if (t.num_warps != 4 + t.block_m / 16) {
     return bad(fmt::format("_wg needs num_warps {} (a producer warpgroup and one per 64 rows); got {}",

@@ -86,10 +86,10 @@ struct FwdWgmmaKernel {
                 "wgmma path: bf16, f16 or f32 (TF32) inputs");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || (kHeadDim == 256 && !kIsTf32),
                 "wgmma path: head_dim 64 or 128 (and 256 for 16-bit inputs)");
-  // The S product's N: templates/wgmma_ops.cuh has these (144-176 for 16-bit inputs).
+  // The S product's N: templates/wgmma_ops.cuh has these (80 and 144-176 for 16-bit inputs).
   static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 192 ||
-                    (!kIsTf32 && (kBlockN == 144 || kBlockN == 160 || kBlockN == 176)),
-                "wgmma path: 64, 128 or 192 keys per tile (or 144, 160, 176 for 16-bit inputs)");
+                    (!kIsTf32 && (kBlockN == 80 || kBlockN == 144 || kBlockN == 160 || kBlockN == 176)),
+                "wgmma path: 64, 128 or 192 keys per tile (or 80, 144, 160, 176 for 16-bit inputs)");
 
   static constexpr int kWarpgroupThreads = 128;
   static constexpr int kWgmmaM = 64;                   // rows of one wgmma = rows of one consumer

@@ -272,3 +272,22 @@ TEST_CASE("Hopper forward: 16-bit head_dim 128 takes wider key tiles from 8192 k
     CHECK_THAT(r.error().message, Catch::Contains("block_n 64, 128 or 192"));
   }
 }
+
+TEST_CASE("tile policy: 80 keys per tile only for the 16-bit Hopper forward at head_dim 256", "[tile]") {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    KernelSpec s = hopper_forward(256, false);
+    s.dtype = dt;
+    s.tile = choose_tile_config(s);
+    s.tile.block_n = 80;  // O staged in Q's rows beside two stages: 231424 bytes
+    CHECK(validate_tile_config(s).ok());
+    KernelSpec d128 = hopper_forward(128, false);
+    d128.dtype = dt;
+    d128.tile = choose_tile_config(d128);
+    d128.tile.block_n = 80;
+    auto r = validate_tile_config(d128);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("80 at head_dim 256"));
+    s.tile.num_stages = 3;  // 80 keys x 3 stages do not fit beside Q
+    CHECK_FALSE(validate_tile_config(s).ok());
+  }
+}

@@ -464,10 +464,12 @@ TEST_CASE("forward: head_dim 256 on the Hopper kernel", "[gpu][fwd]") {
   }
 }
 
-TEST_CASE("forward: the length-picked Hopper tiles, forced, at every schedule and length", "[gpu][fwd]") {
-  // The policy takes these tiles only for some lengths and batch sizes
-  // (fwd_wgmma_tile_for_shape): three consumer warpgroups at head_dim 64,
-  // 160 and 176 keys at head_dim 128 (176: O staged in Q's rows). Forced here,
+TEST_CASE("forward: the length-picked Hopper tiles and head_dim 256's, forced, at every schedule and length",
+          "[gpu][fwd]") {
+  // The policy takes the first three tiles only for some lengths and batch
+  // sizes (fwd_wgmma_tile_for_shape): three consumer warpgroups at head_dim
+  // 64, 160 and 176 keys at head_dim 128 (176: O staged in Q's rows); the
+  // fourth is head_dim 256's (80 keys, O staged in Q's rows). Forced here,
   // each runs every length the other tiles run: single rows, a partial last
   // query block, causal with Sq != Sk both ways (query blocks no key is
   // visible to), per-batch key lengths with empty entries, several tiles per
@@ -480,7 +482,8 @@ TEST_CASE("forward: the length-picked Hopper tiles, forced, at every schedule an
   struct Forced { TileConfig tile; int head_dim; const char* suffix; };
   for (const Forced& f : {Forced{TileConfig{192, 128, 16, 4, true}, 64, "_bm192_bn128_w16_s4_wg"},
                           Forced{TileConfig{128, 160, 12, 2, true}, 128, "_bm128_bn160_w12_s2_wg"},
-                          Forced{TileConfig{128, 176, 12, 2, true}, 128, "_bm128_bn176_w12_s2_wg"}}) {
+                          Forced{TileConfig{128, 176, 12, 2, true}, 128, "_bm128_bn176_w12_s2_wg"},
+                          Forced{TileConfig{128, 80, 12, 2, true}, 256, "_bm128_bn80_w12_s2_wg"}}) {
     for (FwdSchedule schedule :
          {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic, FwdSchedule::kOneTilePerCta}) {
       ContextOptions options;

@@ -255,7 +255,7 @@ TEST_CASE("head_dim 256 takes the Hopper kernel on sm_90; a _wg tile never reach
   p.batch = 1; p.heads = 1; p.seqlen_q = 300; p.seqlen_k = 300; p.head_dim = 256;
   auto d256 = (*ctx)->spec_for(p, Direction::kFwd);
   REQUIRE(d256.ok());
-  CHECK(d256->to_string() == "fwd_bf16_d256_noncausal_padded_sm90a_bm128_bn64_w12_s2_wg");
+  CHECK(d256->to_string() == "fwd_bf16_d256_noncausal_padded_sm90a_bm128_bn80_w12_s2_wg");
   // A _wg tile where the Hopper kernel does not serve the spec: the policy's
   // mma.sync tile stays.
   o.fwd_tile = TileConfig{128, 64, 12, 2, true};
