@@ -411,8 +411,9 @@ struct FwdWgmmaKernel {
   /// Where O moves to the new max. Three consumers (head_dim 64, 160
   /// registers each, the softmax the longer path): between issuing S = Q K^T
   /// and P V, while the tensor cores run S, as FlashAttention-3 places it
-  /// (run 48: +0.3-1.6%). Two consumers: after P V has landed, beside the
-  /// softmax; there the placement under S measured 0.2-2% slower (run 48).
+  /// (run 49: +1.5-2.2% non-causal, +0.6-1% causal). Two consumers: after
+  /// P V has landed, beside the softmax; there the placement under S
+  /// measured 0.2-2% slower (run 48).
   static constexpr bool kRescaleUnderS = kConsumers == 3;
 
   /// The running max and sums move to the new max and P joins the sums;
