@@ -563,6 +563,8 @@ struct FwdWgmmaKernel {
       ptx::fence_operand(p);
       release(smem.v_empty[sp], lane);
       if constexpr (!kRescaleUnderS) {
+        // Both after the wait, as measured in runs 44-50 (moving the stats
+        // above it changes ptxas' schedule of the two-consumer loop).
         update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
         rescale_o(acc_o, correction);
       }
