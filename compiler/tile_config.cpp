@@ -227,15 +227,22 @@ FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_c
   //    the counter's memset costs more than it saves (d128 s600 176 vs 191),
   //    and at 15 tiles per SM one CTA per tile is faster (d128 s8192 587 vs
   //    544, d256 598 vs 535): the counter between 2 and 12 tiles per SM.
-  //  - Non-causal f32 (TF32) and 16-bit d256 (O staged in Q's rows): one CTA
-  //    per tile (d256 s4096 661 vs 643 static, 621 dynamic; f32 within noise
-  //    except d128 s8192, 350 dynamic vs 313, one sample).
+  //  - Non-causal 16-bit d256 and d128 x 176 keys (O staged in Q's rows, so
+  //    the next Q waits for the O store): one CTA per tile (d256 s4096 661 vs
+  //    643 static, 621 dynamic). Run 54 wrote their O from registers to run
+  //    them persistent: 2-4% slower at d128 x 176 keys and d256 causal, +1.4-
+  //    2.8% at d256 s4096-8192, -2% at s1500; not landed.
+  //  - Non-causal f32 (TF32): with O apart (d64) one CTA per tile (within
+  //    noise); d128 writes O from registers, Q is free at the last S, and the
+  //    static schedule measured ahead (run 55: s600 121 vs 118.5, s1500 240
+  //    vs 239, s3000 273.5 vs 275, s8192 319 vs 315.5 TFLOP/s).
   if (spec.causal) {
     return tiles > 2LL * sm_count && tiles <= 12LL * sm_count ? FwdSchedule::kPersistentDynamic
                                                                : FwdSchedule::kOneTilePerCta;
   }
-  if (spec.dtype != DType::kF32 && fwd_wgmma_o_apart(spec)) return FwdSchedule::kPersistent;
-  return FwdSchedule::kOneTilePerCta;
+  const bool o_apart = fwd_wgmma_o_apart(spec);
+  if (spec.dtype == DType::kF32) return o_apart ? FwdSchedule::kOneTilePerCta : FwdSchedule::kPersistent;
+  return o_apart ? FwdSchedule::kPersistent : FwdSchedule::kOneTilePerCta;
 }
 
 int fwd_wgmma_causal_group(long long kv_bytes, int pairs, int l2_bytes) {

@@ -59,7 +59,8 @@ std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec);
 
 /// Hopper forward: true where O's staging tile fits in shared memory beside
 /// Q and the K/V ring, so the next tile's Q can land while O is stored
-/// (else O is staged in the Q tile); passed as kOApart.
+/// (else 16-bit O is staged in the Q tile and f32 O written from registers);
+/// passed as kOApart.
 bool fwd_wgmma_o_apart(const KernelSpec& spec);
 
 /// Hopper forward: the schedule (never kAuto) measured fastest for the spec

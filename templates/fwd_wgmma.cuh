@@ -39,7 +39,8 @@
 // The epilogue writes O into a staging tile (its own where shared memory
 // allows, kOApart, else the consumer's rows of the Q tile, which then hold
 // up the next Q load until the store has read them) and leaves through one
-// TMA store per 64 columns; out-of-range rows are clipped by the TMA.
+// TMA store per 64 columns; out-of-range rows are clipped by the TMA. TF32
+// kernels without O apart store O from registers instead (kODirect).
 //
 // Between two tiles a consumer spends ~2300 cycles from its last P V to its
 // next S (bench/results/2026-12-04-h200-run27: waiting for that P V, the O
@@ -164,10 +165,17 @@ struct FwdWgmmaKernel {
   // P: 64 x kBlockN, packed 16-bit pairs or one TF32 per register.
   static constexpr int kPRegs = kIsTf32 ? kBlockN / 2 : kBlockN / 4;
 
-  // q_empty: with O apart, every consumer warp arrives once its last S = Q K^T
-  // of the tile is done; else one thread per consumer, once the TMA store
-  // has read O out of the consumer's Q rows.
-  static constexpr int kQEmptyArrivals = kOApart ? kConsumerWarps : kConsumers;
+  // Where O waits for its TMA store. TF32 kernels have no room for a staging
+  // tile (f32 O is as large as Q): they write O from registers straight to
+  // global memory, as 8-byte stores (run 55). 16-bit kernels without O apart
+  // stage it in the consumer's rows of the Q tile, which is faster there than
+  // storing from registers (run 54: 2-4% at d256 and d128 x 176 keys).
+  static constexpr bool kODirect = kIsTf32 && !kOApart;
+  static constexpr bool kOInQ = !kOApart && !kODirect;
+  // q_empty: where O has a tile of its own or none, every consumer warp
+  // arrives once its last S = Q K^T of the tile is done; with O in Q's rows
+  // one thread per consumer, once the TMA store has read O out of them.
+  static constexpr int kQEmptyArrivals = kOInQ ? kConsumers : kConsumerWarps;
 
   using Block = fwd::Block;
 
@@ -512,9 +520,9 @@ struct FwdWgmmaKernel {
       }
       apply_mask(acc_s, limit);
     };
-    // With O apart, Q is free for the next tile once the last S is done.
+    // Unless O goes through Q's rows, Q is free for the next tile once the last S is done.
     auto release_q = [&](int n) {
-      if (kOApart && n == last) release(smem.q_empty, lane);
+      if (!kOInQ && n == last) release(smem.q_empty, lane);
     };
 
     ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full), round & 1);
@@ -595,21 +603,14 @@ struct FwdWgmmaKernel {
     }
   }
 
-  /// O of a tile with at least one key: registers -> staging tile -> TMA store.
-  static __device__ __forceinline__ void store_o(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
-                                                 int c, const float (&acc_o)[kORegs]) {
-    const int tid = threadIdx.x % kWarpgroupThreads;
-    const int warp = tid / 32;
-    const int lane = tid % 32;
+  /// Writes this consumer's O into the staging tile in the TMA box layout:
+  /// 128-byte rows whose 16-byte chunk index is XORed with row % 8, so the
+  /// rows g of a warp land in 8 different chunks (no bank conflicts). Run 55
+  /// measured stmatrix here (one store per four 8x8 blocks): within +-1%.
+  static __device__ __forceinline__ void stage_o(SharedStorage& smem, int c, int warp, int lane,
+                                                 const float (&acc_o)[kORegs]) {
     const int g = lane / 4;
     const int t = lane % 4;
-    if constexpr (kOApart) {
-      // The previous tile's store must have read the staging rows.
-      if (tid == 0) ptx::bulk_wait_read<0>();
-      ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
-    }
-    // The TMA box layout: 128-byte rows, 16-byte chunk index XOR row % 8, so
-    // the rows g of a warp land in 8 different chunks (no bank conflicts).
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j)
 #pragma unroll
@@ -626,20 +627,59 @@ struct FwdWgmmaKernel {
           ptx::sts32(addr, ptx::pack_16x2<Element>(o0, o1));
         }
       }
-    ptx::fence_proxy_async_shared();  // the TMA store reads what these stores wrote
-    ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
-    if (tid == 0) {
-      const int first_row = blk.m_block * kBlockM + c * kWgmmaM;
-      if (first_row < tp.p.seqlen_q) {
+  }
+
+  /// TF32 O without a staging tile: from registers to global memory, each
+  /// quad writing 32 contiguous bytes of a row per store.
+  static __device__ __forceinline__ void store_o_direct(const FwdParams& p, const Block& blk, int c, int warp,
+                                                        int lane, const float (&acc_o)[kORegs]) {
+    const int g = lane / 4;
+    const int t = lane % 4;
 #pragma unroll
-        for (int cb = 0; cb < kColBoxes; ++cb) {
-          ptx::tma_store_4d(&tp.tma_o, o_stage(smem, cb, c * kWgmmaM), cb * kBoxCols, first_row, blk.h, blk.b);
-        }
-        ptx::bulk_commit();
+    for (int half = 0; half < 2; ++half) {
+      const int row = blk.m_block * kBlockM + c * kWgmmaM + warp * 16 + 8 * half + g;
+      if (row >= p.seqlen_q) continue;
+      Element* dst = static_cast<Element*>(p.o) + blk.b * p.o_batch_stride + row * p.o_row_stride +
+                     blk.h * p.o_head_stride + 2 * t;
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        ptx::stg64(dst + 8 * j, ptx::f32_as_u32(acc_o[4 * j + 2 * half]),
+                   ptx::f32_as_u32(acc_o[4 * j + 2 * half + 1]));
       }
-      if constexpr (!kOApart) {
-        ptx::bulk_wait_read<0>();  // these Q rows take the next tile's Q
-        ptx::mbarrier_arrive(ptx::smem_u32(&smem.q_empty));
+    }
+  }
+
+  /// O of a tile with at least one key: registers -> staging tile -> TMA store
+  /// (or registers -> global memory, kODirect).
+  static __device__ __forceinline__ void store_o(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
+                                                 int c, const float (&acc_o)[kORegs]) {
+    const int tid = threadIdx.x % kWarpgroupThreads;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    if constexpr (kODirect) {
+      store_o_direct(tp.p, blk, c, warp, lane, acc_o);
+    } else {
+      if constexpr (kOApart) {
+        // The previous tile's store must have read the staging rows.
+        if (tid == 0) ptx::bulk_wait_read<0>();
+        ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
+      }
+      stage_o(smem, c, warp, lane, acc_o);
+      ptx::fence_proxy_async_shared();  // the TMA store reads what these stores wrote
+      ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
+      if (tid == 0) {
+        const int first_row = blk.m_block * kBlockM + c * kWgmmaM;
+        if (first_row < tp.p.seqlen_q) {
+#pragma unroll
+          for (int cb = 0; cb < kColBoxes; ++cb) {
+            ptx::tma_store_4d(&tp.tma_o, o_stage(smem, cb, c * kWgmmaM), cb * kBoxCols, first_row, blk.h, blk.b);
+          }
+          ptx::bulk_commit();
+        }
+        if constexpr (kOInQ) {
+          ptx::bulk_wait_read<0>();  // these Q rows take the next tile's Q
+          ptx::mbarrier_arrive(ptx::smem_u32(&smem.q_empty));
+        }
       }
     }
   }

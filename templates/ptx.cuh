@@ -266,6 +266,11 @@ __device__ __forceinline__ void sts64(unsigned smem_addr, unsigned v0, unsigned 
   asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(smem_addr), "r"(v0), "r"(v1));
 }
 
+/// 8-byte global store (the address must be 8-byte aligned).
+__device__ __forceinline__ void stg64(void* gptr, unsigned v0, unsigned v1) {
+  asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(gptr), "r"(v0), "r"(v1) : "memory");
+}
+
 /// 16-byte global store (the address must be 16-byte aligned).
 __device__ __forceinline__ void stg128(void* gptr, const unsigned (&v)[4]) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(gptr), "r"(v[0]), "r"(v[1]),

@@ -91,11 +91,16 @@ TEST_CASE("Hopper forward: the schedule follows the measurements", "[tile]") {
   CHECK(fwd_wgmma_schedule(causal, 2048, kSms) == FwdSchedule::kOneTilePerCta);     // s8192
   CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d64_causal_even_sm90a"), 384, kSms) ==
         FwdSchedule::kPersistentDynamic);
-  // O staged in Q's rows, and f32: one CTA per tile.
+  // O staged in Q's rows: one CTA per tile. f32 with O apart (d64) too; f32
+  // d128 writes O from registers: persistent.
   CHECK_FALSE(fwd_wgmma_o_apart(spec("fwd_bf16_d256_noncausal_even_sm90a")));
   CHECK(fwd_wgmma_schedule(spec("fwd_bf16_d256_noncausal_even_sm90a"), 384, kSms) == FwdSchedule::kOneTilePerCta);
-  CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d128_noncausal_even_sm90a"), 384, kSms) ==
+  CHECK(fwd_wgmma_o_apart(spec("fwd_f32tf32_d64_noncausal_even_sm90a")));
+  CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d64_noncausal_even_sm90a"), 384, kSms) ==
         FwdSchedule::kOneTilePerCta);
+  CHECK_FALSE(fwd_wgmma_o_apart(spec("fwd_f32tf32_d128_noncausal_even_sm90a")));
+  CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d128_noncausal_even_sm90a"), 384, kSms) ==
+        FwdSchedule::kPersistent);
 }
 
 TEST_CASE("causal Hopper tiles are grouped by 8 heads where K and V outgrow half the L2", "[tile]") {

@@ -304,12 +304,16 @@ TEST_CASE("sanitizer cases: the persistent Hopper schedules, several tiles per C
     return;
   }
   // The policy's tiles, and the three-consumer tile forced (192 rows: also
-  // two query blocks of 200 queries), whose turns go round three warpgroups.
+  // two query blocks of 200 queries), whose turns go round three warpgroups;
+  // head_dim 256 stages O in Q's rows, TF32 head_dim 128 writes it from
+  // registers.
   struct Math { DType dtype; Precision precision; int head_dim; std::optional<TileConfig> tile; };
   for (FwdSchedule schedule : {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic}) {
     for (const Math& m : {Math{DType::kBF16, Precision::kNative, 128, std::nullopt},
                           Math{DType::kF32, Precision::kTF32, 64, std::nullopt},
-                          Math{DType::kBF16, Precision::kNative, 64, TileConfig{192, 128, 16, 4, true}}}) {
+                          Math{DType::kBF16, Precision::kNative, 64, TileConfig{192, 128, 16, 4, true}},
+                          Math{DType::kBF16, Precision::kNative, 256, std::nullopt},
+                          Math{DType::kF32, Precision::kTF32, 128, std::nullopt}}) {
       ContextOptions options;
       options.fwd_schedule = schedule;
       options.fwd_tile = m.tile;
