@@ -62,7 +62,9 @@
 // not the limit; a remote arrive at cluster scope puts MEMBAR.GPU in the
 // loop); run 45: three consumers at d128, which need 64-key tiles (7-15%
 // slower); run 48: O's rescale under S with two consumers (0.2-2%
-// slower). Check a change to the consumer with scripts/sass_mainloop.py
+// slower); run 54: 16-bit O from registers to global memory where it has no
+// staging tile, to run those kernels persistent (2-4% slower but at d256
+// non-causal from 4096 keys); run 55: O staged with stmatrix (within 1%). Check a change to the consumer with scripts/sass_mainloop.py
 // before timing it.
 //
 // Launch contract: grid = G x 1 x 1 with 1 <= G <= tiles, tiles =
