@@ -64,8 +64,9 @@
 // slower); run 48: O's rescale under S with two consumers (0.2-2%
 // slower); run 54: 16-bit O from registers to global memory where it has no
 // staging tile, to run those kernels persistent (2-4% slower but at d256
-// non-causal from 4096 keys); run 55: O staged with stmatrix (within 1%). Check a change to the consumer with scripts/sass_mainloop.py
-// before timing it.
+// non-causal from 4096 keys); run 55: O staged with stmatrix (within 1%).
+// Check a change to the consumer with scripts/sass_mainloop.py before
+// timing it.
 //
 // Launch contract: grid = G x 1 x 1 with 1 <= G <= tiles, tiles =
 // ceil(Sq / kBlockM) * heads * batch and tiles + G < 2^31, block = kThreads,
