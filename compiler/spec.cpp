@@ -40,17 +40,18 @@ const char* to_string(FwdSchedule s) {
     case FwdSchedule::kPersistent: return "persistent";
     case FwdSchedule::kPersistentDynamic: return "dynamic";
     case FwdSchedule::kOneTilePerCta: return "tiles";
+    case FwdSchedule::kStreamK: return "streamk";
   }
   return "?";
 }
 
 Result<FwdSchedule> parse_fwd_schedule(std::string_view text) {
   for (FwdSchedule s : {FwdSchedule::kAuto, FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic,
-                        FwdSchedule::kOneTilePerCta}) {
+                        FwdSchedule::kOneTilePerCta, FwdSchedule::kStreamK}) {
     if (text == to_string(s)) return s;
   }
   return make_error(Status::kInvalidArgument,
-                    fmt::format("forward schedule must be auto, persistent, dynamic or tiles; got '{}'", text));
+                    fmt::format("forward schedule must be auto, persistent, dynamic, tiles or streamk; got '{}'", text));
 }
 
 const char* to_string(Arch a) {

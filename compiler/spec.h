@@ -53,9 +53,10 @@ enum class FwdSchedule {
   kPersistent,         ///< one CTA per SM; CTA i takes tiles i, i + SMs, ...
   kPersistentDynamic,  ///< one CTA per SM; each takes the next tile from a global counter
   kOneTilePerCta,      ///< one CTA per tile, scheduled by the hardware
+  kStreamK,            ///< persistent, with the last round and a half of tiles split by K/V steps
 };
 const char* to_string(FwdSchedule s);
-/// "auto", "persistent", "dynamic" or "tiles".
+/// "auto", "persistent", "dynamic", "tiles" or "streamk".
 Result<FwdSchedule> parse_fwd_schedule(std::string_view text);
 
 /// One kernel specialization. Runtime values (lengths, batch, strides, scale,

@@ -236,13 +236,45 @@ FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_c
   //    noise); d128 writes O from registers, Q is free at the last S, and the
   //    static schedule measured ahead (run 55: s600 121 vs 118.5, s1500 240
   //    vs 239, s3000 273.5 vs 275, s8192 319 vs 315.5 TFLOP/s).
+  //  - Stream-K (TF32 only, where it pays: fwd_stream_k_pays): run 60,
+  //    s600 (160 tiles) d128 137.8 vs 120.8 TFLOP/s, d64 103 vs 90 (one
+  //    CTA per tile); d64 s4096 (7.76 rounds) +2.6%, below the rule's bar.
   if (spec.causal) {
     return tiles > 2LL * sm_count && tiles <= 12LL * sm_count ? FwdSchedule::kPersistentDynamic
                                                                : FwdSchedule::kOneTilePerCta;
   }
   const bool o_apart = fwd_wgmma_o_apart(spec);
-  if (spec.dtype == DType::kF32) return o_apart ? FwdSchedule::kOneTilePerCta : FwdSchedule::kPersistent;
-  return o_apart ? FwdSchedule::kPersistent : FwdSchedule::kOneTilePerCta;
+  if (fwd_wgmma_stream_k(spec) && fwd_stream_k_pays(tiles, std::min<long long>(tiles, sm_count))) {
+    return FwdSchedule::kStreamK;
+  }
+  const bool persistent = spec.dtype == DType::kF32 ? !o_apart : o_apart;
+  return persistent ? FwdSchedule::kPersistent : FwdSchedule::kOneTilePerCta;
+}
+
+bool fwd_wgmma_stream_k(const KernelSpec& spec) {
+  // FwdWgmmaKernel::kStreamK: TF32 inputs, non-causal (O is never staged in
+  // Q's rows there).
+  return spec.direction == Direction::kFwd && spec.tile.wgmma && !spec.causal && spec.dtype == DType::kF32;
+}
+
+long long fwd_stream_k_tiles(long long tiles, long long ctas) {
+  if (ctas <= 0 || tiles <= ctas || tiles % ctas == 0) return 0;
+  return ctas + tiles % ctas;
+}
+
+// Stream-K where whole rounds of tiles would take at least this much longer
+// than the tiles' mean load per SM. Run 58 (bench/results/2026-12-04-h200-
+// run58, B4 H8, against the persistent deal): TF32 d128 s600 +16% (1.21
+// rounds instead of 2), bf16 d64 s4096 +6.5% (three consumers, 5.33 instead
+// of 6); but 2.91 rounds instead of 3 (s1500) lost 4-8%, 5.8 instead of 6
+// (s3000) 0.5%: each split costs a piece's pipeline fill and drain and the
+// partial's trip through L2, more than 3% of a round saves.
+constexpr double kStreamKMinWaste = 1.10;
+
+bool fwd_stream_k_pays(long long tiles, long long ctas) {
+  if (fwd_stream_k_tiles(tiles, ctas) == 0) return false;
+  const long long rounds = (tiles + ctas - 1) / ctas;
+  return double(rounds) * ctas >= kStreamKMinWaste * double(tiles);
 }
 
 int fwd_wgmma_causal_group(long long kv_bytes, int pairs, int l2_bytes) {

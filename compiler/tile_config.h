@@ -64,8 +64,25 @@ std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec);
 bool fwd_wgmma_o_apart(const KernelSpec& spec);
 
 /// Hopper forward: the schedule (never kAuto) measured fastest for the spec
-/// with `tiles` (query block, head, batch) tiles on `sm_count` SMs.
+/// with `tiles` (query block, head, batch) tiles on `sm_count` SMs. kStreamK
+/// only where fwd_wgmma_stream_k allows it; the launch falls back to
+/// kPersistent where its shape does not (per-batch key lengths).
 FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_count);
+
+/// Hopper forward: whether the kernel can split tiles by K/V steps
+/// (FwdSchedule::kStreamK): TF32 non-causal kernels (every tile the same
+/// steps); the 16-bit kernels measured slower with the code in (run 58-59).
+bool fwd_wgmma_stream_k(const KernelSpec& spec);
+
+/// Stream-K: how many of the `tiles` tiles, the last ones, are dealt by K/V
+/// steps over `ctas` CTAs: one round plus the partial last round, so each
+/// CTA's share is longer than a tile and a tile is split at most once; 0 where
+/// the tiles fill whole rounds or a single one.
+long long fwd_stream_k_tiles(long long tiles, long long ctas);
+
+/// Whether stream-K is worth its splits for `tiles` tiles on `ctas` CTAs:
+/// whole rounds would take >= 10% longer than the mean load (run 58).
+bool fwd_stream_k_pays(long long tiles, long long ctas);
 
 /// Hopper forward, causal: its tiles go longest first within groups of this
 /// many (batch, head) pairs (FwdTmaParams::causal_group), given the K and V

@@ -7,6 +7,8 @@
 #include <iterator>
 #include <limits>
 #include <mutex>
+#include <random>
+#include <atomic>
 
 #include "compiler/tile_config.h"
 #include "runtime/bwd_plan.h"
@@ -350,31 +352,69 @@ Result<void> encode_forward_maps(const ForwardArgs& a, const Problem& n, const K
   return encode_map(a.o, n, n.seqlen_q, kConsumerRows, &out->tma_o);
 }
 
-// The Hopper forward's grid: tiles, the schedule that runs, CTAs.
+// The Hopper forward's grid: tiles, the schedule that runs, CTAs, and under
+// stream-K the tiles split by K/V steps.
 struct HopperGrid {
   long long tiles = 0;
   FwdSchedule schedule = FwdSchedule::kOneTilePerCta;
   long long ctas = 0;
+  long long sk_tiles = 0;
+  int consumers = 0;  // consumer warpgroups per CTA (block_m / 64)
   bool dynamic() const { return schedule == FwdSchedule::kPersistentDynamic; }
 };
 
-// Scratch of the Hopper forward: the dynamic schedule's tile counter at 0,
-// then (f32) V^T, 256-byte aligned.
-constexpr size_t kCounterBytes = 256;
-size_t vt_offset(const HopperGrid& g) { return g.dynamic() ? kCounterBytes : 0; }
+// Scratch of the Hopper forward, each part 256-byte aligned: the dynamic
+// schedule's tile counter; stream-K's flags (8 bytes per CTA and consumer)
+// and partial tiles (FwdTmaParams); (f32) V^T.
+constexpr size_t kScratchAlign = 256;
+size_t align_up(size_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+size_t counter_bytes(const HopperGrid& g) { return g.dynamic() ? kScratchAlign : 0; }
+size_t sk_flag_bytes(const HopperGrid& g) {
+  return g.sk_tiles > 0 ? align_up(size_t(g.ctas) * g.consumers * sizeof(unsigned long long)) : 0;
+}
+size_t sk_partial_bytes(const KernelSpec& spec, const HopperGrid& g) {
+  constexpr size_t kConsumerThreads = 128;
+  const size_t values = size_t(spec.head_dim) / 2 + 4;  // O registers, row max and sums (FwdWgmmaKernel)
+  return g.sk_tiles > 0 ? align_up(size_t(g.ctas) * g.consumers * values * kConsumerThreads * sizeof(float)) : 0;
+}
+size_t sk_flags_offset(const HopperGrid& g) { return counter_bytes(g); }
+size_t sk_partials_offset(const HopperGrid& g) { return sk_flags_offset(g) + sk_flag_bytes(g); }
+size_t vt_offset(const KernelSpec& spec, const HopperGrid& g) {
+  return sk_partials_offset(g) + sk_partial_bytes(spec, g);
+}
 
 HopperGrid hopper_grid(const KernelSpec& spec, const Problem& n, FwdSchedule requested, int sm_count) {
   HopperGrid g;
   g.tiles = (long long)((n.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m) * n.heads * n.batch;
+  g.consumers = spec.tile.block_m / 64;
   g.schedule = requested == FwdSchedule::kAuto ? fwd_wgmma_schedule(spec, g.tiles, sm_count) : requested;
   // Without an SM count (never on a device that launches) every tile gets a CTA.
   if (sm_count <= 0) g.schedule = FwdSchedule::kOneTilePerCta;
   g.ctas = g.schedule == FwdSchedule::kOneTilePerCta ? g.tiles : std::min<long long>(g.tiles, sm_count);
+  if (g.schedule == FwdSchedule::kStreamK) {
+    // Split tiles need every tile to have the same K/V steps: one key length.
+    g.sk_tiles = fwd_wgmma_stream_k(spec) && !n.seqlens_k ? fwd_stream_k_tiles(g.tiles, g.ctas) : 0;
+    // The kernel counts the run's K/V steps in an int.
+    const long long steps = (n.seqlen_k + spec.tile.block_n - 1) / spec.tile.block_n;
+    if (g.sk_tiles * steps >= std::numeric_limits<int>::max()) g.sk_tiles = 0;
+    if (g.sk_tiles == 0) g.schedule = FwdSchedule::kPersistent;
+  }
   return g;
 }
 
 size_t hopper_scratch_bytes(const KernelSpec& spec, const Problem& n, const HopperGrid& g) {
-  return vt_offset(g) + (needs_v_transpose(spec) ? vt_bytes(n) : 0);
+  return vt_offset(spec, g) + (needs_v_transpose(spec) ? vt_bytes(n) : 0);
+}
+
+// Stream-K's flags hold the launch's epoch when a part is written, so they
+// need no zeroing: epochs are unique in the process, and start at a random
+// 64-bit value so no stale word in reused memory matches one by chance.
+unsigned long long next_stream_k_epoch() {
+  static std::atomic<unsigned long long> epoch{[] {
+    std::random_device rd;
+    return (static_cast<unsigned long long>(rd()) << 32 | rd()) | (1ull << 63);
+  }()};
+  return epoch.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Frees stream-ordered scratch when the launch path leaves, on every path.
@@ -448,7 +488,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
         if (!ptr) return make_error(ptr.error().status, fmt::format("{}: forward scratch: {}", spec->to_string(),
                                                                     ptr.error().message));
         scratch.ptr = *ptr;
-        vt = scratch.ptr + vt_offset(hopper);
+        vt = scratch.ptr + vt_offset(*spec, hopper);
       }
     }
     if (ready) ready = encode_forward_maps(a, n, *spec, reinterpret_cast<const void*>(vt), &tma_params);
@@ -491,6 +531,12 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
     info.schedule = hopper.schedule;
     const long long kv_bytes = 2LL * n.batch * n.heads * n.seqlen_k * n.head_dim * dtype_size(spec->dtype);
     tma_params.causal_group = fwd_wgmma_causal_group(kv_bytes, n.batch * n.heads, impl_->l2_bytes);
+    if (hopper.sk_tiles > 0) {
+      tma_params.sk_tiles = int(hopper.sk_tiles);
+      tma_params.sk_epoch = next_stream_k_epoch();
+      tma_params.sk_flags = reinterpret_cast<unsigned long long*>(scratch.ptr + sk_flags_offset(hopper));
+      tma_params.sk_partials = reinterpret_cast<float*>(scratch.ptr + sk_partials_offset(hopper));
+    }
     if (hopper.dynamic()) {
       tma_params.tile_counter = reinterpret_cast<int*>(scratch.ptr);
       if (auto r = driver::memset_d32_async(scratch.ptr, 0u, 1, a.stream); !r) {

@@ -151,8 +151,9 @@ struct ContextOptions {
   std::optional<TileConfig> fwd_tile;
   /// How the Hopper forward hands its (query block, head, batch) tiles to
   /// CTAs (FwdSchedule); kAuto takes the tile policy's choice. The
-  /// environment variable FLASHJIT_FWD_SCHEDULE=auto|persistent|dynamic|tiles
-  /// sets it too.
+  /// environment variable FLASHJIT_FWD_SCHEDULE=auto|persistent|dynamic|tiles|
+  /// streamk sets it too (streamk runs as persistent where the launch cannot
+  /// split tiles: causal, per-batch key lengths, O staged in Q's rows).
   FwdSchedule fwd_schedule = FwdSchedule::kAuto;
 };
 

@@ -137,7 +137,7 @@ typedef struct flashjit_context_options {
   /** Tile tuning: forward launches use this tile where it is valid for the
    *  spec, e.g. "bm128_bn128_w12_s3_wg" (as FLASHJIT_FWD_TILE); NULL: the policy's. */
   const char* fwd_tile;
-  /** The Hopper forward's schedule: "persistent", "dynamic" or "tiles" (as
+  /** The Hopper forward's schedule: "persistent", "dynamic", "tiles" or "streamk" (as
    *  FLASHJIT_FWD_SCHEDULE); NULL or "auto": the tile policy's choice. */
   const char* fwd_schedule;
 } flashjit_context_options;

@@ -41,6 +41,10 @@
 // up the next Q load until the store has read them) and leaves through one
 // TMA store per 64 columns; out-of-range rows are clipped by the TMA. TF32
 // kernels without O apart store O from registers instead (kODirect).
+// TF32 non-causal kernels can also split tiles by K/V steps (stream-K, see
+// next_piece below): where the tiles would leave the last round of SMs
+// mostly idle, the last round and a half is dealt as one run of steps and a
+// split tile's two parts meet through global memory.
 //
 // Between two tiles a consumer spends ~2300 cycles from its last P V to its
 // next S (bench/results/2026-12-04-h200-run27: waiting for that P V, the O
@@ -65,6 +69,9 @@
 // slower); run 54: 16-bit O from registers to global memory where it has no
 // staging tile, to run those kernels persistent (2-4% slower but at d256
 // non-causal from 4096 keys); run 55: O staged with stmatrix (within 1%).
+// Run 58: stream-K for every persistent non-causal kernel: TF32 d128 s600
+// +16%, 16-bit d64 s4096 +6.5%, but s1500 4-8% slower and the 16-bit kernels
+// 0.5-2.5% slower unsplit; it stays in the TF32 kernels (kStreamK).
 // Check a change to the consumer with scripts/sass_mainloop.py before
 // timing it.
 //
@@ -86,6 +93,15 @@ template <class Element, int kHeadDim, int kBlockM, int kBlockN, int kStages, bo
           bool kOApart, int kSmemBytes>
 struct FwdWgmmaKernel {
   static constexpr bool kIsTf32 = kIsSame<Element, float>;
+  // Stream-K (FwdTmaParams::sk_tiles): only TF32 non-causal kernels have the
+  // code. Run 58-59 (bench/results/2026-12-04-h200-run58, -run59): it made
+  // TF32 d128 s600 16% faster (1.21 rounds of tiles on the SMs instead of 2)
+  // and 16-bit d64 s4096 5.6% (5.33 instead of 6), but the pieces' plumbing
+  // cost the 16-bit kernels 0.5-2.5% wherever it did not split, and the
+  // splits cost more than 3% of a round saves (s1500: 2.91 -> 3 rounds, 4-8%
+  // slower); TF32 kernels measured within +0.6% without splitting. Every
+  // other kernel compiles as before.
+  static constexpr bool kStreamK = kIsTf32 && !kIsCausal;
   static_assert(kIsSame<Element, bf16_t> || kIsSame<Element, f16_t> || kIsTf32,
                 "wgmma path: bf16, f16 or f32 (TF32) inputs");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || (kHeadDim == 256 && !kIsTf32),
@@ -134,14 +150,22 @@ struct FwdWgmmaKernel {
   struct OTile {
     alignas(1024) Element o[kColBoxes][kBlockM][kBoxCols];
   };
+  /// What a CTA does next: K/V steps [n_begin, n_end) of a tile (n_end < 0:
+  /// to the tile's last step). A tile index >= num_tiles ends the CTA's work.
+  struct Piece {
+    int tile;
+    int n_begin;
+    int n_end;
+  };
   struct NoOTile {};
   struct SharedStorage {
     alignas(1024) Element q[kColBoxes][kBlockM][kBoxCols];
     alignas(1024) Element k[kStages][kColBoxes][kBlockN][kBoxCols];
     alignas(1024) Element v[kStages][kVBoxes][kVBoxRows][kBoxCols];
     Conditional<kOApart, OTile, NoOTile> o_tile;
-    // The producer names each tile to the consumers through a two-slot ring.
-    int tile_slot[2];
+    // The producer names each piece (without stream-K, each tile) to the
+    // consumers through a two-slot ring.
+    Conditional<kStreamK, Piece, int> piece_slot[2];
     unsigned long long tile_full[2];
     unsigned long long tile_empty[2];
     unsigned long long q_full;
@@ -183,10 +207,10 @@ struct FwdWgmmaKernel {
   using Block = fwd::Block;
 
   // -------------------------------------------------------------------------
-  // The schedule. The producer thread picks each tile and publishes it in
-  // tile_slot[k % 2] (k counts the CTA's tiles, the end marker included), so
-  // the consumers follow it without computing it; a tile index >= num_tiles
-  // ends the CTA's work.
+  // The schedule. The producer thread picks each piece of work (a whole tile,
+  // or under stream-K part of one) and publishes it in piece_slot[k % 2] (k
+  // counts the CTA's pieces, the end marker included), so the consumers
+  // follow it without computing it.
   // -------------------------------------------------------------------------
 
   static __device__ __forceinline__ int m_blocks(const FwdParams& p) { return (p.seqlen_q + kBlockM - 1) / kBlockM; }
@@ -198,11 +222,18 @@ struct FwdWgmmaKernel {
     return tile + int(gridDim.x);
   }
 
-  static __device__ __forceinline__ void publish_tile(SharedStorage& smem, int k, int tile) {
+  static __device__ __forceinline__ void publish_tile(SharedStorage& smem, int k, const Piece& piece) {
     const int slot = k % 2;
     ptx::mbarrier_wait(ptx::smem_u32(&smem.tile_empty[slot]), ((k / 2) & 1) ^ 1);
-    *static_cast<volatile int*>(&smem.tile_slot[slot]) = tile;
-    ptx::mbarrier_arrive(ptx::smem_u32(&smem.tile_full[slot]));  // release: the store is seen first
+    if constexpr (kStreamK) {
+      volatile Piece& dst = smem.piece_slot[slot];
+      dst.tile = piece.tile;
+      dst.n_begin = piece.n_begin;
+      dst.n_end = piece.n_end;
+    } else {
+      *static_cast<volatile int*>(&smem.piece_slot[slot]) = piece.tile;
+    }
+    ptx::mbarrier_arrive(ptx::smem_u32(&smem.tile_full[slot]));  // release: the stores are seen first
   }
 
   /// Lane 0 alone reads the slot and frees it, so its arrive (a release)
@@ -210,15 +241,61 @@ struct FwdWgmmaKernel {
   /// reads by every lane, ordered through __syncwarp, were reported as races
   /// by compute-sanitizer's racecheck (run 17). The warp gets the tile by
   /// shuffle.
-  static __device__ __forceinline__ int take_tile(SharedStorage& smem, int k, int lane) {
+  static __device__ __forceinline__ Piece take_tile(SharedStorage& smem, int k, int lane) {
     const int slot = k % 2;
-    int tile = 0;
+    Piece piece{0, 0, -1};
     if (lane == 0) {
       ptx::mbarrier_wait(ptx::smem_u32(&smem.tile_full[slot]), (k / 2) & 1);
-      tile = *static_cast<volatile int*>(&smem.tile_slot[slot]);
+      if constexpr (kStreamK) {
+        const volatile Piece& src = smem.piece_slot[slot];
+        piece.tile = src.tile;
+        piece.n_begin = src.n_begin;
+        piece.n_end = src.n_end;
+      } else {
+        piece.tile = *static_cast<volatile int*>(&smem.piece_slot[slot]);
+      }
       ptx::mbarrier_arrive(ptx::smem_u32(&smem.tile_empty[slot]));
     }
-    return __shfl_sync(0xffffffffu, tile, 0);
+    piece.tile = __shfl_sync(0xffffffffu, piece.tile, 0);
+    if constexpr (kStreamK) {
+      piece.n_begin = __shfl_sync(0xffffffffu, piece.n_begin, 0);
+      piece.n_end = __shfl_sync(0xffffffffu, piece.n_end, 0);
+    }
+    return piece;
+  }
+
+  // Stream-K (FwdTmaParams::sk_tiles > 0): the static schedule's last
+  // sk_tiles tiles, grid < sk_tiles < 2 grid, are one run of K/V steps dealt
+  // evenly over the CTAs, so every CTA ends within a step of the others
+  // instead of a whole tile. Each CTA's share is longer than a tile: a tile
+  // is split at most once, between CTA i (its first steps, the last piece of
+  // CTA i) and CTA i + 1 (the rest, its first piece of the run, so written
+  // out long before CTA i needs it). Every tile has the same steps: the host
+  // keeps stream-K to non-causal launches with one key length.
+  // The host keeps the run's steps (sk_tiles x steps per tile) below 2^31.
+  static_assert(!kStreamK || !kOInQ, "a split tile's part releases Q without storing O");
+
+  static __device__ __forceinline__ int steps_per_tile(const FwdParams& p) {
+    return (p.seqlen_k + kBlockN - 1) / kBlockN;
+  }
+
+  /// The first step of CTA `cta`'s share of the run, counted from the run's first.
+  static __device__ __forceinline__ int run_share(const FwdTmaParams& tp, int cta) {
+    const long long total = static_cast<long long>(tp.sk_tiles) * steps_per_tile(tp.p);
+    return static_cast<int>(total * cta / gridDim.x);
+  }
+
+  /// The piece of the run at `step` (this CTA's next), and the step after it.
+  /// The producer keeps only `step` (its registers are few).
+  static __device__ __forceinline__ Piece next_piece(const FwdTmaParams& tp, int& step, int tiles) {
+    const int end = run_share(tp, blockIdx.x + 1);
+    if (step >= end) return Piece{tiles, 0, 0};
+    const int steps = steps_per_tile(tp.p);
+    const int k = step / steps;  // the run's k-th tile
+    const int n_begin = step - k * steps;
+    const int n_end = fwd::imin(steps, end - k * steps);
+    step = k * steps + n_end;
+    return Piece{tiles - tp.sk_tiles + k, n_begin, n_end};
   }
 
   static __device__ __forceinline__ Block tile_block(const FwdTmaParams& tp, int tile) {
@@ -296,15 +373,25 @@ struct FwdWgmmaKernel {
     int it = 0;
     int round = 0;
     int tile = blockIdx.x;
+    int run_step = -1;  // >= 0: dealing the stream-K run, this CTA's next step of it
 #pragma unroll 1
-    for (int k = 0;; ++k, tile = next_tile(tp, tile)) {
-      publish_tile(smem, k, tile);
-      if (tile >= tiles) break;
-      const Block blk = tile_block(tp, tile);
-      if (blk.n_tiles == 0) continue;  // the consumers write zeros without Q
+    for (int k = 0;; ++k, tile = run_step >= 0 ? tile : next_tile(tp, tile)) {
+      Piece piece{tile, 0, -1};
+      if constexpr (kStreamK) {
+        if (tp.sk_tiles > 0 && tile >= tiles - tp.sk_tiles) {
+          if (run_step < 0) run_step = run_share(tp, blockIdx.x);
+          piece = next_piece(tp, run_step, tiles);
+        }
+      }
+      publish_tile(smem, k, piece);
+      if (piece.tile >= tiles) break;
+      const Block blk = tile_block(tp, piece.tile);
+      const int n_begin = kStreamK ? piece.n_begin : 0;
+      const int n_end = !kStreamK || piece.n_end < 0 ? blk.n_tiles : piece.n_end;
+      if (n_end <= n_begin) continue;  // no key: the consumers write zeros without Q
       // K first: its slot frees while the previous tile still runs; Q waits
       // for that tile's last S (or, without O apart, its O store).
-      load_k(tp, smem, blk, 0, it);
+      load_k(tp, smem, blk, n_begin, it);
       const unsigned q_full = ptx::smem_u32(&smem.q_full);
       ptx::mbarrier_wait(ptx::smem_u32(&smem.q_empty), (round & 1) ^ 1);
       ptx::mbarrier_arrive_expect_tx(q_full, kQBytes);
@@ -313,13 +400,13 @@ struct FwdWgmmaKernel {
         ptx::tma_load_4d(ptx::smem_u32(&smem.q[cb][0][0]), &tp.tma_q, q_full, cb * kBoxCols,
                          blk.m_block * kBlockM, blk.h, blk.b);
       }
-      load_v(tp, smem, blk, 0, it);
+      load_v(tp, smem, blk, n_begin, it);
 #pragma unroll 1
-      for (int n = 1; n < blk.n_tiles; ++n) {
-        load_k(tp, smem, blk, n, it + n);
-        load_v(tp, smem, blk, n, it + n);
+      for (int n = n_begin + 1; n < n_end; ++n) {
+        load_k(tp, smem, blk, n, it + n - n_begin);
+        load_v(tp, smem, blk, n, it + n - n_begin);
       }
-      it += blk.n_tiles;
+      it += n_end - n_begin;
       ++round;
     }
   }
@@ -478,6 +565,9 @@ struct FwdWgmmaKernel {
   static __device__ __forceinline__ void release(unsigned long long& empty_bar, int lane) {
     if (lane == 0) ptx::mbarrier_arrive(ptx::smem_u32(&empty_bar));
   }
+  static __device__ __forceinline__ void release(unsigned empty_bar, int lane) {
+    if (lane == 0) ptx::mbarrier_arrive(empty_bar);
+  }
 
   // Ping-pong turns: consumer c waits for its turn before issuing products
   // and hands the turn over after issuing them.
@@ -492,11 +582,12 @@ struct FwdWgmmaKernel {
   // Consumer: 64 query rows of every tile.
   // -------------------------------------------------------------------------
 
-  /// The products and softmax of one tile (blk.n_tiles > 0): O (unnormalised)
-  /// and the running max and sum of this consumer's rows. `it` and `round`
-  /// as in produce().
+  /// The products and softmax of K/V steps [n_begin, n_end) of one tile
+  /// (n_end > n_begin): O (unnormalised) and the running max and sum of this
+  /// consumer's rows. `it` and `round` as in produce().
   static __device__ __forceinline__ void mainloop(SharedStorage& smem, const Block& blk, int c, int it, int round,
-                                                  float scale_log2, float (&acc_o)[kORegs], float (&row_max)[2],
+                                                  int n_begin, int n_end, float scale_log2,
+                                                  float (&acc_o)[kORegs], float (&row_max)[2],
                                                   float (&row_sum)[2]) {
     const int tid = threadIdx.x % kWarpgroupThreads;
     const int warp = tid / 32;
@@ -506,14 +597,51 @@ struct FwdWgmmaKernel {
     // Rows g and g + 8 of this warp, and their first invisible key (causal).
     const int row0 = blk.m_block * kBlockM + c * kWgmmaM + warp * 16 + g;
     const unsigned q_addr = ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]);
-    const int last = blk.n_tiles - 1;
+    // The ring's shared addresses. Stream-K kernels add a slot's offset to
+    // 32-bit bases taken once: the pieces' plumbing had moved the ring's
+    // 64-bit generic address arithmetic onto the vector datapath (run 58,
+    // 2-5% slower). The other kernels compute them as they always have.
+    const unsigned k_tile0 = ptx::smem_u32(&smem.k[0][0][0][0]);
+    const unsigned v_tile0 = ptx::smem_u32(&smem.v[0][0][0][0]);
+    const unsigned k_full0 = ptx::smem_u32(&smem.k_full[0]);
+    const unsigned v_full0 = ptx::smem_u32(&smem.v_full[0]);
+    const unsigned k_empty0 = ptx::smem_u32(&smem.k_empty[0]);
+    const unsigned v_empty0 = ptx::smem_u32(&smem.v_empty[0]);
+    constexpr unsigned kBarBytes = sizeof(smem.k_full[0]);
+    auto k_tile = [&](int slot) {
+      if constexpr (kStreamK) return k_tile0 + slot * unsigned(sizeof(smem.k[0]));
+      else return ptx::smem_u32(&smem.k[slot][0][0][0]);
+    };
+    auto v_tile = [&](int slot) {
+      if constexpr (kStreamK) return v_tile0 + slot * unsigned(sizeof(smem.v[0]));
+      else return ptx::smem_u32(&smem.v[slot][0][0][0]);
+    };
+    auto k_full = [&](int slot) {
+      if constexpr (kStreamK) return k_full0 + slot * kBarBytes;
+      else return ptx::smem_u32(&smem.k_full[slot]);
+    };
+    auto v_full = [&](int slot) {
+      if constexpr (kStreamK) return v_full0 + slot * kBarBytes;
+      else return ptx::smem_u32(&smem.v_full[slot]);
+    };
+    auto release_k = [&](int slot) {
+      if constexpr (kStreamK) release(k_empty0 + slot * kBarBytes, lane);
+      else release(smem.k_empty[slot], lane);
+    };
+    auto release_v = [&](int slot) {
+      if constexpr (kStreamK) release(v_empty0 + slot * kBarBytes, lane);
+      else release(smem.v_empty[slot], lane);
+    };
+    // n counts this piece's steps: the tile's step n_begin + n.
+    const int last = n_end - n_begin - 1;
+    const int mask_begin = blk.n_mask_begin - n_begin;
 
     float acc_s[kSRegs];
     unsigned p[kPRegs];
     float new_max[2], tile_sum[2], correction[2];
-    // Mask limits for tile n, relative to the lane's first key n*kBlockN + 2t.
+    // Mask limits for step n, relative to the lane's first key there.
     auto mask_tile = [&](int n) {
-      const int key0 = n * kBlockN + 2 * t;
+      const int key0 = (n_begin + n) * kBlockN + 2 * t;
       int limit[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -531,16 +659,16 @@ struct FwdWgmmaKernel {
     ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full), round & 1);
 
     // Tile 0: S only.
-    ptx::mbarrier_wait(ptx::smem_u32(&smem.k_full[it % kStages]), (it / kStages) & 1);
+    ptx::mbarrier_wait(k_full(it % kStages), (it / kStages) & 1);
     take_turn(c);
     ptx::wgmma_fence();
-    issue_qk(acc_s, q_addr, ptx::smem_u32(&smem.k[it % kStages][0][0][0]));
+    issue_qk(acc_s, q_addr, k_tile(it % kStages));
     pass_turn(c);
     ptx::wgmma_wait<0>();
     ptx::fence_operand(acc_s);
-    release(smem.k_empty[it % kStages], lane);
+    release_k(it % kStages);
     release_q(0);
-    if (0 >= blk.n_mask_begin) mask_tile(0);
+    if (0 >= mask_begin) mask_tile(0);
     exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
     update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);  // O is still zero: no rescale
     pack_p(p, acc_s);
@@ -549,30 +677,30 @@ struct FwdWgmmaKernel {
     for (int n = 1; n <= last; ++n) {
       const int s = (it + n) % kStages;
       const int sp = (it + n - 1) % kStages;
-      ptx::mbarrier_wait(ptx::smem_u32(&smem.k_full[s]), ((it + n) / kStages) & 1);
-      ptx::mbarrier_wait(ptx::smem_u32(&smem.v_full[sp]), ((it + n - 1) / kStages) & 1);
+      ptx::mbarrier_wait(k_full(s), ((it + n) / kStages) & 1);
+      ptx::mbarrier_wait(v_full(sp), ((it + n - 1) / kStages) & 1);
       take_turn(c);
       ptx::fence_operand(acc_o);
       ptx::wgmma_fence();
-      issue_qk(acc_s, q_addr, ptx::smem_u32(&smem.k[s][0][0][0]));
+      issue_qk(acc_s, q_addr, k_tile(s));
       if constexpr (kRescaleUnderS) {
         rescale_o(acc_o, correction);  // at n = 1, tile 0's factor meets a zero O
         ptx::fence_operand(acc_o);
         ptx::wgmma_fence();
       }
-      issue_pv(acc_o, p, ptx::smem_u32(&smem.v[sp][0][0][0]));
+      issue_pv(acc_o, p, v_tile(sp));
       pass_turn(c);
       ptx::wgmma_wait<1>();  // S done; P V of tile n - 1 may still run
       ptx::fence_operand(acc_s);
-      release(smem.k_empty[s], lane);
+      release_k(s);
       release_q(n);
-      if (n >= blk.n_mask_begin) mask_tile(n);
+      if (n >= mask_begin) mask_tile(n);
       exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
       if constexpr (kRescaleUnderS) update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(acc_o);
       ptx::fence_operand(p);
-      release(smem.v_empty[sp], lane);
+      release_v(sp);
       if constexpr (!kRescaleUnderS) {
         // Both after the wait, as measured in runs 44-50 (moving the stats
         // above it changes ptxas' schedule of the two-consumer loop).
@@ -585,16 +713,16 @@ struct FwdWgmmaKernel {
     // P V of the last tile.
     if constexpr (kRescaleUnderS) rescale_o(acc_o, correction);
     const int sl = (it + last) % kStages;
-    ptx::mbarrier_wait(ptx::smem_u32(&smem.v_full[sl]), ((it + last) / kStages) & 1);
+    ptx::mbarrier_wait(v_full(sl), ((it + last) / kStages) & 1);
     take_turn(c);
     ptx::fence_operand(acc_o);
     ptx::wgmma_fence();
-    issue_pv(acc_o, p, ptx::smem_u32(&smem.v[sl][0][0][0]));
+    issue_pv(acc_o, p, v_tile(sl));
     pass_turn(c);
     ptx::wgmma_wait<0>();
     ptx::fence_operand(acc_o);
     ptx::fence_operand(p);
-    release(smem.v_empty[sl], lane);
+    release_v(sl);
   }
 
   /// Shared address of row r, box cb of O's staging tile.
@@ -703,6 +831,71 @@ struct FwdWgmmaKernel {
     }
   }
 
+  // -------------------------------------------------------------------------
+  // Stream-K partial tiles: a consumer thread's O, row max and row sums go to
+  // its CTA's slot as they are in registers ([value][thread], coalesced); the
+  // same thread of the CTA before reads them back, so no layout is needed.
+  // -------------------------------------------------------------------------
+  static constexpr int kPartialValues = kORegs + 4;
+
+  static __device__ __forceinline__ float* partial_slot(const FwdTmaParams& tp, int cta, int c, int tid) {
+    return tp.sk_partials + (static_cast<long long>(cta) * kConsumers + c) * kPartialValues * kWarpgroupThreads +
+           tid;
+  }
+
+  /// Writes this consumer's part of a split tile, then (one thread, after
+  /// the consumer's barrier) releases the slot's flag.
+  static __device__ __forceinline__ void save_partial(const FwdTmaParams& tp, int c, int tid,
+                                                      const float (&acc_o)[kORegs], const float (&row_max)[2],
+                                                      const float (&row_sum)[2]) {
+    float* dst = partial_slot(tp, blockIdx.x, c, tid);
+#pragma unroll
+    for (int i = 0; i < kORegs; ++i) ptx::stg_f32(dst + i * kWarpgroupThreads, acc_o[i]);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      ptx::stg_f32(dst + (kORegs + half) * kWarpgroupThreads, row_max[half]);
+      ptx::stg_f32(dst + (kORegs + 2 + half) * kWarpgroupThreads, row_sum[half]);
+    }
+    ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
+    if (tid == 0) ptx::st_release_gpu(&tp.sk_flags[blockIdx.x * kConsumers + c], tp.sk_epoch);
+  }
+
+  /// Waits for the next CTA's part of this split tile and merges it into
+  /// this consumer's O, row max and row sums (both parts in max units).
+  static __device__ __forceinline__ void merge_partial(const FwdTmaParams& tp, int c, int tid, float scale_log2,
+                                                       float (&acc_o)[kORegs], float (&row_max)[2],
+                                                       float (&row_sum)[2]) {
+    const int next = blockIdx.x + 1;
+    if (tid == 0) {
+      const unsigned long long* flag = &tp.sk_flags[next * kConsumers + c];
+      while (ptx::ld_acquire_gpu(flag) != tp.sk_epoch) {
+      }
+    }
+    ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
+    const float* src = partial_slot(tp, next, c, tid);
+    float own[2], other[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float max_other = ptx::ldg_cg_f32(src + (kORegs + half) * kWarpgroupThreads);
+      const float sum_other = ptx::ldg_cg_f32(src + (kORegs + 2 + half) * kWarpgroupThreads);
+      const float mx = ptx::fmax(row_max[half], max_other);
+      const float max_scaled = fwd::scaled_max(mx, scale_log2);
+      own[half] = ptx::exp2_approx(row_max[half] * scale_log2 - max_scaled);
+      other[half] = ptx::exp2_approx(max_other * scale_log2 - max_scaled);
+      row_sum[half] = row_sum[half] * own[half] + sum_other * other[half];
+      row_max[half] = mx;
+    }
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int i = 4 * j + 2 * half + e;
+          acc_o[i] = acc_o[i] * own[half] + ptx::ldg_cg_f32(src + i * kWarpgroupThreads) * other[half];
+        }
+  }
+
   static __device__ __forceinline__ void consume(const FwdTmaParams& tp, SharedStorage& smem, int c) {
     const FwdParams& params = tp.p;
     const int tid = threadIdx.x % kWarpgroupThreads;
@@ -717,18 +910,27 @@ struct FwdWgmmaKernel {
     if (c == kConsumers - 1) pass_turn(c);
 #pragma unroll 1
     for (int k = 0;; ++k) {
-      const int tile = take_tile(smem, k, tid % 32);
-      if (tile >= tiles) break;
-      const Block blk = tile_block(tp, tile);
+      const Piece piece = take_tile(smem, k, tid % 32);
+      if (piece.tile >= tiles) break;
+      const Block blk = tile_block(tp, piece.tile);
+      const int n_begin = kStreamK ? piece.n_begin : 0;
+      const int n_end = !kStreamK || piece.n_end < 0 ? blk.n_tiles : piece.n_end;
       float acc_o[kORegs];
 #pragma unroll
       for (int i = 0; i < kORegs; ++i) acc_o[i] = 0.f;
       float row_max[2] = {fwd::neg_inf(), fwd::neg_inf()};
       float row_sum[2] = {0.f, 0.f};
-      if (blk.n_tiles > 0) {
-        mainloop(smem, blk, c, it, round, params.scale_log2, acc_o, row_max, row_sum);
-        it += blk.n_tiles;
+      if (n_end > n_begin) {
+        mainloop(smem, blk, c, it, round, n_begin, n_end, params.scale_log2, acc_o, row_max, row_sum);
+        it += n_end - n_begin;
         ++round;
+      }
+      if constexpr (kStreamK) {
+        if (n_begin > 0) {  // the rest of a tile the CTA before finishes
+          save_partial(tp, c, tid, acc_o, row_max, row_sum);
+          continue;
+        }
+        if (n_end < blk.n_tiles) merge_partial(tp, c, tid, params.scale_log2, acc_o, row_max, row_sum);
       }
 
       // O / rowsum, lse from lane t == 0 of each quad.
@@ -749,7 +951,7 @@ struct FwdWgmmaKernel {
           params.lse[blk.b * params.lse_batch_stride + blk.h * params.lse_head_stride + row] = lse;
         }
       }
-      if (blk.n_tiles > 0) {
+      if (n_end > 0) {
         store_o(tp, smem, blk, c, acc_o);
       } else {
         store_zero_o(params, blk, c);

@@ -112,6 +112,39 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 }
 
 // ---------------------------------------------------------------------------
+// Flags between CTAs of one launch (the stream-K partial tiles): a writer's
+// stores, then a release of the flag at GPU scope; a reader acquires the flag
+// and only then reads what the writer stored.
+// ---------------------------------------------------------------------------
+
+/// Stores `value` to the flag with release semantics at GPU scope.
+__device__ __forceinline__ void st_release_gpu(unsigned long long* flag, unsigned long long value) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
+}
+
+/// Loads the flag with acquire semantics at GPU scope.
+__device__ __forceinline__ unsigned long long ld_acquire_gpu(const unsigned long long* flag) {
+  unsigned long long value;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(flag) : "memory");
+  return value;
+}
+
+/// Orders this thread's earlier global stores before its later ones, at GPU scope.
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+/// 4-byte global load that bypasses L1 (data another SM wrote this launch).
+__device__ __forceinline__ float ldg_cg_f32(const float* gptr) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(gptr) : "memory");
+  return v;
+}
+
+/// 4-byte global store.
+__device__ __forceinline__ void stg_f32(float* gptr, float v) {
+  asm volatile("st.global.f32 [%0], %1;" ::"l"(gptr), "f"(v) : "memory");
+}
+
+// ---------------------------------------------------------------------------
 // wgmma: issue is asynchronous. fence before the first issue that reads
 // registers written since; commit closes a group; wait<N> blocks until at most
 // N groups are pending. fence_operand pins a register at a point in the

@@ -54,6 +54,16 @@ struct alignas(64) TmaDescriptor {
 /// causal_group: causal tiles go longest first within groups of this many
 /// (batch, head) pairs (fwd_wgmma_causal_group); >= 1, batch * heads for one
 /// group of all pairs.
+/// Stream-K (a static schedule; TF32 non-causal kernels, one key length for
+/// every batch entry): the last sk_tiles tiles
+/// (grid < sk_tiles < 2 grid) are dealt as one run of K/V steps, split evenly
+/// over the grid, so a tile may be split between CTA i (its first steps) and
+/// CTA i + 1 (the rest). CTA i + 1 writes its part's O, row max and row sums
+/// to sk_partials slot i + 1, then sk_flags[i + 1] = sk_epoch; CTA i waits
+/// for that value and merges (so two CTAs of the grid must be resident at
+/// once). sk_partials: grid x consumers x (D / 2 + 4) x 128 floats; sk_flags:
+/// grid x consumers 8-byte words; sk_epoch: unique to the launch, so the
+/// flags need no zeroing. sk_tiles = 0: no stream-K.
 struct FwdTmaParams {
   FwdParams p;
   TmaDescriptor tma_q;
@@ -62,6 +72,10 @@ struct FwdTmaParams {
   TmaDescriptor tma_o;
   int* tile_counter;
   int causal_group;
+  int sk_tiles;
+  unsigned long long sk_epoch;
+  unsigned long long* sk_flags;
+  float* sk_partials;
 };
 
 /// V^T for the TF32 Hopper forward (templates/v_transpose.cuh): v as in

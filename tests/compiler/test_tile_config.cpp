@@ -78,10 +78,15 @@ TEST_CASE("Hopper forward: the schedule follows the measurements", "[tile]") {
   };
   constexpr int kSms = 132;
   // Non-causal 16-bit with O staged apart from Q: static persistent, any size.
-  for (long long tiles : {100LL, 384LL, 2048LL}) {
+  for (long long tiles : {100LL, 160LL, 384LL, 704LL, 2048LL}) {
     CHECK(fwd_wgmma_schedule(spec("fwd_bf16_d128_noncausal_even_sm90a"), tiles, kSms) == FwdSchedule::kPersistent);
     CHECK(fwd_wgmma_schedule(spec("fwd_f16_d64_noncausal_padded_sm90a"), tiles, kSms) == FwdSchedule::kPersistent);
   }
+  // Only TF32 non-causal kernels can split tiles (stream-K).
+  CHECK_FALSE(fwd_wgmma_stream_k(spec("fwd_bf16_d128_noncausal_even_sm90a")));
+  CHECK_FALSE(fwd_wgmma_stream_k(spec("fwd_f32tf32_d128_causal_even_sm90a")));
+  CHECK(fwd_wgmma_stream_k(spec("fwd_f32tf32_d128_noncausal_even_sm90a")));
+  CHECK(fwd_wgmma_stream_k(spec("fwd_f32tf32_d64_noncausal_even_sm90a")));
   CHECK(fwd_wgmma_o_apart(spec("fwd_bf16_d128_noncausal_even_sm90a")));
   // Causal: the counter between 2 and 12 tiles per SM, else one CTA per tile.
   const KernelSpec causal = spec("fwd_bf16_d128_causal_even_sm90a");
@@ -98,9 +103,32 @@ TEST_CASE("Hopper forward: the schedule follows the measurements", "[tile]") {
   CHECK(fwd_wgmma_o_apart(spec("fwd_f32tf32_d64_noncausal_even_sm90a")));
   CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d64_noncausal_even_sm90a"), 384, kSms) ==
         FwdSchedule::kOneTilePerCta);
+  CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d64_noncausal_even_sm90a"), 160, kSms) ==
+        FwdSchedule::kStreamK);
   CHECK_FALSE(fwd_wgmma_o_apart(spec("fwd_f32tf32_d128_noncausal_even_sm90a")));
+  // TF32 d128: stream-K where whole rounds take >= 10% longer than the mean load.
   CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d128_noncausal_even_sm90a"), 384, kSms) ==
         FwdSchedule::kPersistent);
+  CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d128_noncausal_even_sm90a"), 160, kSms) ==
+        FwdSchedule::kStreamK);
+  CHECK(fwd_wgmma_schedule(spec("fwd_f32tf32_d128_noncausal_even_sm90a"), 704, kSms) ==
+        FwdSchedule::kStreamK);
+}
+
+TEST_CASE("stream-K deals one round plus the partial last round of tiles by K/V steps", "[tile]") {
+  CHECK(fwd_stream_k_tiles(384, 132) == 132 + 120);  // s1500, B4 H8: 2.91 rounds
+  CHECK(fwd_stream_k_tiles(160, 132) == 160);        // s600: all of them
+  CHECK(fwd_stream_k_tiles(2048, 132) == 132 + 68);
+  CHECK(fwd_stream_k_tiles(264, 132) == 0);          // whole rounds
+  CHECK(fwd_stream_k_tiles(132, 132) == 0);
+  CHECK(fwd_stream_k_tiles(100, 100) == 0);          // one tile per CTA
+  CHECK(fwd_stream_k_tiles(100, 0) == 0);
+  // Worth it only where whole rounds take >= 10% longer than the mean load.
+  CHECK(fwd_stream_k_pays(160, 132));        // 2 rounds for 1.21
+  CHECK(fwd_stream_k_pays(704, 132));        // 6 for 5.33
+  CHECK_FALSE(fwd_stream_k_pays(384, 132));  // 3 for 2.91
+  CHECK_FALSE(fwd_stream_k_pays(768, 132));  // 6 for 5.82
+  CHECK_FALSE(fwd_stream_k_pays(264, 132));
 }
 
 TEST_CASE("causal Hopper tiles are grouped by 8 heads where K and V outgrow half the L2", "[tile]") {
@@ -118,12 +146,12 @@ TEST_CASE("causal Hopper tiles are grouped by 8 heads where K and V outgrow half
 
 TEST_CASE("forward schedules print and parse", "[tile]") {
   for (FwdSchedule s : {FwdSchedule::kAuto, FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic,
-                        FwdSchedule::kOneTilePerCta}) {
+                        FwdSchedule::kOneTilePerCta, FwdSchedule::kStreamK}) {
     CHECK(parse_fwd_schedule(to_string(s)).value() == s);
   }
   auto bad = parse_fwd_schedule("static");
   REQUIRE_FALSE(bad.ok());
-  CHECK_THAT(bad.error().message, Catch::Contains("auto, persistent, dynamic or tiles"));
+  CHECK_THAT(bad.error().message, Catch::Contains("auto, persistent, dynamic, tiles or streamk"));
 }
 
 TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile where 192 pads much more",

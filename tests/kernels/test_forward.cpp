@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "compiler/tile_config.h"
 #include "tests/kernels/attention_case.h"
 
 using namespace flashjit;
@@ -308,7 +309,7 @@ TEST_CASE("sanitizer cases: the persistent Hopper schedules, several tiles per C
   // head_dim 256 stages O in Q's rows, TF32 head_dim 128 writes it from
   // registers.
   struct Math { DType dtype; Precision precision; int head_dim; std::optional<TileConfig> tile; };
-  for (FwdSchedule schedule : {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic}) {
+  for (FwdSchedule schedule : {FwdSchedule::kPersistent, FwdSchedule::kPersistentDynamic, FwdSchedule::kStreamK}) {
     for (const Math& m : {Math{DType::kBF16, Precision::kNative, 128, std::nullopt},
                           Math{DType::kF32, Precision::kTF32, 64, std::nullopt},
                           Math{DType::kBF16, Precision::kNative, 64, TileConfig{192, 128, 16, 4, true}},
@@ -323,7 +324,8 @@ TEST_CASE("sanitizer cases: the persistent Hopper schedules, several tiles per C
         AttentionCase c = make_case(m.dtype, m.precision, m.head_dim, 200, 150, causal, 9 + m.head_dim);
         c.batch = 32;
         c.heads = 4;
-        if (!causal) {
+        // Stream-K splits tiles only where every batch entry has one key length.
+        if (!causal && schedule != FwdSchedule::kStreamK) {
           c.seqlens_k.assign(32, 150);
           for (int b = 0; b < 32; b += 3) c.seqlens_k[b] = b % 2 == 0 ? 0 : 1 + b;
         }
@@ -334,6 +336,51 @@ TEST_CASE("sanitizer cases: the persistent Hopper schedules, several tiles per C
         if (r.spec.find("_wg") != std::string::npos && r.schedule != FwdSchedule::kOneTilePerCta) {
           CHECK(r.grid_ctas < 256);
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("forward: stream-K splits tiles between CTAs; where it cannot, the launch runs persistent",
+          "[gpu][fwd]") {
+  // More tiles than SMs, not a multiple of them: the last round and a half
+  // are dealt by K/V steps, so TF32 tiles are split between two CTAs at
+  // every step count here (one step: never split; 3, 6 and 12 steps, twice
+  // that at head_dim 64). The kernels without stream-K (16-bit, causal) and
+  // launches with per-batch key lengths run persistent.
+  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
+  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
+    WARN("the Hopper kernel does not apply here");
+    return;
+  }
+  ContextOptions options;
+  options.fwd_schedule = FwdSchedule::kStreamK;
+  auto ctx = Context::create(options);
+  REQUIRE(ctx.ok());
+  struct Shape { int sq, sk, batch, heads; bool causal; bool ragged_keys; bool splits; };
+  const Shape shapes[] = {{3000, 300, 2, 4, false, false, true},   {1100, 700, 2, 8, false, false, true},
+                          {2048, 128, 1, 9, false, false, true},   {1500, 1500, 1, 12, false, false, true},
+                          {1100, 700, 2, 8, true, false, false},   {1100, 700, 2, 8, false, true, false}};
+  for (const Math& m : {kMaths[0], kMaths[1], kMaths[2]}) {
+    for (int hd : {64, 128, 256}) {
+      if (hd == 256 && m.dtype == DType::kF32) continue;
+      for (const Shape& sh : shapes) {
+        AttentionCase c = make_case(m.dtype, m.precision, hd, sh.sq, sh.sk, sh.causal, 5 + sh.sq + sh.sk + hd);
+        c.batch = sh.batch;
+        c.heads = sh.heads;
+        if (sh.ragged_keys) {
+          c.seqlens_k.assign(size_t(sh.batch), sh.sk);
+          c.seqlens_k[0] = sh.sk / 3;
+        }
+        auto spec = (*ctx)->spec_for(c.problem(), Direction::kFwd);
+        REQUIRE(spec.ok());
+        const long long tiles =
+            (long long)((sh.sq + spec->tile.block_m - 1) / spec->tile.block_m) * sh.batch * sh.heads;
+        const ForwardCheck r = check_case(c, **ctx);
+        INFO(r.spec << " ran " << to_string(r.schedule) << " on " << r.grid_ctas << " CTAs, " << tiles << " tiles");
+        REQUIRE(r.spec.find("_wg") != std::string::npos);
+        const bool can_split = sh.splits && fwd_wgmma_stream_k(*spec) && fwd_stream_k_tiles(tiles, r.grid_ctas) > 0;
+        CHECK(r.schedule == (can_split ? FwdSchedule::kStreamK : FwdSchedule::kPersistent));
       }
     }
   }

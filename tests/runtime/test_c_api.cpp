@@ -574,7 +574,7 @@ TEST_CASE("context_create_ex: cache dir, arch, callbacks, bad options", "[c_api]
   o.fwd_schedule = "static";
   CHECK(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last_error(), Catch::Contains("fwd_schedule"));
-  CHECK_THAT(last_error(), Catch::Contains("persistent, dynamic or tiles"));
+  CHECK_THAT(last_error(), Catch::Contains("persistent, dynamic, tiles or streamk"));
   CHECK(ctx == nullptr);
   o.fwd_schedule = "dynamic";
   REQUIRE(flashjit_context_create_ex(&o, &ctx) == FLASHJIT_SUCCESS);
