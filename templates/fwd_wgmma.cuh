@@ -867,9 +867,13 @@ struct FwdWgmmaKernel {
                                                        float (&row_sum)[2]) {
     const int next = blockIdx.x + 1;
     if (tid == 0) {
-      const unsigned long long* flag = &tp.sk_flags[next * kConsumers + c];
+      unsigned long long* flag = &tp.sk_flags[next * kConsumers + c];
       while (ptx::ld_acquire_gpu(flag) != tp.sk_epoch) {
       }
+      // Cleared once read (nothing else in this launch writes it): a CUDA
+      // graph replays the launch with the same epoch and the same scratch,
+      // so a flag left set would pass the next replay's wait early.
+      *static_cast<volatile unsigned long long*>(flag) = 0;
     }
     ptx::named_barrier_sync(kEpilogueBarrier + c, kWarpgroupThreads);
     const float* src = partial_slot(tp, next, c, tid);

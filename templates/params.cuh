@@ -63,7 +63,8 @@ struct alignas(64) TmaDescriptor {
 /// for that value and merges (so two CTAs of the grid must be resident at
 /// once). sk_partials: grid x consumers x (D / 2 + 4) x 128 floats; sk_flags:
 /// grid x consumers 8-byte words; sk_epoch: unique to the launch, so the
-/// flags need no zeroing. sk_tiles = 0: no stream-K.
+/// flags need no zeroing (CTA i clears each flag it has read, for CUDA
+/// graphs, which replay one epoch). sk_tiles = 0: no stream-K.
 struct FwdTmaParams {
   FwdParams p;
   TmaDescriptor tma_q;

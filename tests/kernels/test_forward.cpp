@@ -386,6 +386,70 @@ TEST_CASE("forward: stream-K splits tiles between CTAs; where it cannot, the lau
   }
 }
 
+TEST_CASE("forward: stream-K replayed from a CUDA graph with new inputs each time matches the eager call",
+          "[gpu][fwd]") {
+  // A graph replays the launch with the same epoch and the same scratch, so
+  // the split tiles' flags must be cleared once read (fwd_wgmma.cuh,
+  // merge_partial). New inputs before every replay: a part read from the
+  // previous replay would differ from the eager result.
+  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
+  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
+    WARN("the Hopper kernel does not apply here");
+    return;
+  }
+  AttentionCase c = make_case(DType::kF32, Precision::kTF32, 128, 600, 600, false, 71);
+  c.batch = 4;
+  c.heads = 8;  // 160 tiles: 1.21 rounds of the H200's 132 SMs
+  const size_t elems = size_t(c.batch) * c.seqlen_q * c.heads * c.head_dim;
+  auto dq = upload(encode(random_inputs(elems, c.dtype, 71), c.dtype));
+  auto dk = upload(encode(random_inputs(elems, c.dtype, 72), c.dtype));
+  auto dv = upload(encode(random_inputs(elems, c.dtype, 73), c.dtype));
+  auto o_eager = poisoned(elems * 4);
+  auto o_graph = poisoned(elems * 4);
+  auto stream = driver::stream_create();
+  REQUIRE(stream.ok());
+  ForwardArgs a;
+  a.problem = c.problem();
+  a.q = view(dq, c, c.seqlen_q);
+  a.k = view(dk, c, c.seqlen_k);
+  a.v = view(dv, c, c.seqlen_k);
+  a.o = view(o_graph, c, c.seqlen_q);
+  a.stream = *stream;
+  auto first = shared_context().forward(a);  // compiles and loads outside the capture
+  REQUIRE(first.ok());
+  INFO(first->spec.to_string() << " ran " << to_string(first->schedule));
+  if (first->schedule != FwdSchedule::kStreamK) WARN("stream-K does not pay on this GPU's SM count");
+
+  REQUIRE(driver::begin_capture(*stream).ok());
+  auto captured = shared_context().forward(a);
+  auto graph = driver::end_capture_and_instantiate(*stream);
+  REQUIRE(captured.ok());
+  REQUIRE(graph.ok());
+  for (int replay = 0; replay < 3; ++replay) {
+    INFO("replay " << replay);
+    for (auto* buf : {&dq, &dk, &dv}) {
+      const auto bytes = encode(random_inputs(elems, c.dtype, 100 + 10 * replay + (buf == &dk) + 2 * (buf == &dv)),
+                                c.dtype);
+      REQUIRE(driver::memcpy_htod(buf->get(), bytes.data(), bytes.size()).ok());
+    }
+    REQUIRE(driver::memset_d8_async(o_graph.get(), 0xff, elems * 4, *stream).ok());
+    REQUIRE(driver::graph_launch(*graph, *stream).ok());
+    REQUIRE(driver::stream_synchronize(*stream).ok());
+    a.o = view(o_eager, c, c.seqlen_q);
+    REQUIRE(shared_context().forward(a).ok());
+    a.o = view(o_graph, c, c.seqlen_q);
+    REQUIRE(driver::stream_synchronize(*stream).ok());
+    const auto x = decode(download(o_eager), c.dtype);
+    const auto y = decode(download(o_graph), c.dtype);
+    REQUIRE(x.size() == y.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
+    CHECK(differ == 0);
+  }
+  driver::graph_destroy(*graph);
+  driver::stream_destroy(*stream);
+}
+
 TEST_CASE("forward: a layout the TMA cannot describe falls back to mma.sync with a warning", "[gpu][fwd]") {
   const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
   if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
