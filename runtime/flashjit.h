@@ -178,8 +178,9 @@ class Context {
   /// Bytes forward() takes for this problem from the Context's own
   /// stream-ordered pool (cuMemAllocFromPoolAsync on the call's stream, freed
   /// in stream order after the launch; the pool keeps its memory for the
-  /// next call): V^T for f32 inputs on the Hopper kernel and the tile counter
-  /// of its dynamic schedule, else 0.
+  /// next call): V^T for f32 inputs on the Hopper kernel, the tile counter
+  /// of its dynamic schedule and the split tiles' parts and flags of its
+  /// stream-K schedule (f32, about 70 KiB per SM at head_dim 128), else 0.
   Result<size_t> forward_scratch_size(const Problem& problem);
 
   /// The spec a problem maps to (padding from the lengths and tile, arch from the device;

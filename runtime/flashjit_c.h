@@ -187,8 +187,9 @@ flashjit_status flashjit_backward_workspace_size(flashjit_context* ctx,
                                                  int deterministic, size_t* out);
 
 /** Bytes flashjit_forward() takes per call from the context's own
- *  stream-ordered pool for `problem` (V^T of float32 inputs on the Hopper
- *  kernel; 0 otherwise), in *out. For memory accounting only: the library
+ *  stream-ordered pool for `problem` (on the Hopper kernel: V^T of float32
+ *  inputs, the dynamic schedule's tile counter, stream-K's split tiles; 0
+ *  otherwise), in *out. For memory accounting only: the library
  *  allocates and frees it in stream order. */
 flashjit_status flashjit_forward_scratch_size(flashjit_context* ctx, const flashjit_problem* problem,
                                               size_t* out);
