@@ -359,7 +359,6 @@ struct HopperGrid {
   FwdSchedule schedule = FwdSchedule::kOneTilePerCta;
   long long ctas = 0;
   long long sk_tiles = 0;
-  int consumers = 0;  // consumer warpgroups per CTA (block_m / 64)
   bool dynamic() const { return schedule == FwdSchedule::kPersistentDynamic; }
 };
 
@@ -369,24 +368,27 @@ struct HopperGrid {
 constexpr size_t kScratchAlign = 256;
 size_t align_up(size_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 size_t counter_bytes(const HopperGrid& g) { return g.dynamic() ? kScratchAlign : 0; }
-size_t sk_flag_bytes(const HopperGrid& g) {
-  return g.sk_tiles > 0 ? align_up(size_t(g.ctas) * g.consumers * sizeof(unsigned long long)) : 0;
+size_t consumers(const KernelSpec& spec) { return size_t(spec.tile.block_m) / 64; }  // warpgroups of 64 rows
+size_t sk_flag_bytes(const KernelSpec& spec, const HopperGrid& g) {
+  return g.sk_tiles > 0 ? align_up(size_t(g.ctas) * consumers(spec) * sizeof(unsigned long long)) : 0;
 }
 size_t sk_partial_bytes(const KernelSpec& spec, const HopperGrid& g) {
   constexpr size_t kConsumerThreads = 128;
   const size_t values = size_t(spec.head_dim) / 2 + 4;  // O registers, row max and sums (FwdWgmmaKernel)
-  return g.sk_tiles > 0 ? align_up(size_t(g.ctas) * g.consumers * values * kConsumerThreads * sizeof(float)) : 0;
+  return g.sk_tiles > 0 ? align_up(size_t(g.ctas) * consumers(spec) * values * kConsumerThreads * sizeof(float))
+                        : 0;
 }
 size_t sk_flags_offset(const HopperGrid& g) { return counter_bytes(g); }
-size_t sk_partials_offset(const HopperGrid& g) { return sk_flags_offset(g) + sk_flag_bytes(g); }
+size_t sk_partials_offset(const KernelSpec& spec, const HopperGrid& g) {
+  return sk_flags_offset(g) + sk_flag_bytes(spec, g);
+}
 size_t vt_offset(const KernelSpec& spec, const HopperGrid& g) {
-  return sk_partials_offset(g) + sk_partial_bytes(spec, g);
+  return sk_partials_offset(spec, g) + sk_partial_bytes(spec, g);
 }
 
 HopperGrid hopper_grid(const KernelSpec& spec, const Problem& n, FwdSchedule requested, int sm_count) {
   HopperGrid g;
   g.tiles = (long long)((n.seqlen_q + spec.tile.block_m - 1) / spec.tile.block_m) * n.heads * n.batch;
-  g.consumers = spec.tile.block_m / 64;
   g.schedule = requested == FwdSchedule::kAuto ? fwd_wgmma_schedule(spec, g.tiles, sm_count) : requested;
   // Without an SM count (never on a device that launches) every tile gets a CTA.
   if (sm_count <= 0) g.schedule = FwdSchedule::kOneTilePerCta;
@@ -535,7 +537,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
       tma_params.sk_tiles = int(hopper.sk_tiles);
       tma_params.sk_epoch = next_stream_k_epoch();
       tma_params.sk_flags = reinterpret_cast<unsigned long long*>(scratch.ptr + sk_flags_offset(hopper));
-      tma_params.sk_partials = reinterpret_cast<float*>(scratch.ptr + sk_partials_offset(hopper));
+      tma_params.sk_partials = reinterpret_cast<float*>(scratch.ptr + sk_partials_offset(*spec, hopper));
     }
     if (hopper.dynamic()) {
       tma_params.tile_counter = reinterpret_cast<int*>(scratch.ptr);

@@ -153,7 +153,7 @@ struct ContextOptions {
   /// CTAs (FwdSchedule); kAuto takes the tile policy's choice. The
   /// environment variable FLASHJIT_FWD_SCHEDULE=auto|persistent|dynamic|tiles|
   /// streamk sets it too (streamk runs as persistent where the launch cannot
-  /// split tiles: causal, per-batch key lengths, O staged in Q's rows).
+  /// split tiles: 16-bit inputs, causal, per-batch key lengths).
   FwdSchedule fwd_schedule = FwdSchedule::kAuto;
 };
 

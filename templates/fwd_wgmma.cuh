@@ -298,6 +298,16 @@ struct FwdWgmmaKernel {
     return Piece{tiles - tp.sk_tiles + k, n_begin, n_end};
   }
 
+  /// The K/V steps [begin, end) a piece of `blk`'s tile covers.
+  struct Steps {
+    int begin;
+    int end;
+  };
+  static __device__ __forceinline__ Steps piece_steps(const Piece& piece, const Block& blk) {
+    if constexpr (!kStreamK) return Steps{0, blk.n_tiles};
+    return Steps{piece.n_begin, piece.n_end < 0 ? blk.n_tiles : piece.n_end};
+  }
+
   static __device__ __forceinline__ Block tile_block(const FwdTmaParams& tp, int tile) {
     const FwdParams& p = tp.p;
     const int mb = m_blocks(p);
@@ -386,8 +396,7 @@ struct FwdWgmmaKernel {
       publish_tile(smem, k, piece);
       if (piece.tile >= tiles) break;
       const Block blk = tile_block(tp, piece.tile);
-      const int n_begin = kStreamK ? piece.n_begin : 0;
-      const int n_end = !kStreamK || piece.n_end < 0 ? blk.n_tiles : piece.n_end;
+      const auto [n_begin, n_end] = piece_steps(piece, blk);
       if (n_end <= n_begin) continue;  // no key: the consumers write zeros without Q
       // K first: its slot frees while the previous tile still runs; Q waits
       // for that tile's last S (or, without O apart, its O store).
@@ -917,8 +926,7 @@ struct FwdWgmmaKernel {
       const Piece piece = take_tile(smem, k, tid % 32);
       if (piece.tile >= tiles) break;
       const Block blk = tile_block(tp, piece.tile);
-      const int n_begin = kStreamK ? piece.n_begin : 0;
-      const int n_end = !kStreamK || piece.n_end < 0 ? blk.n_tiles : piece.n_end;
+      const auto [n_begin, n_end] = piece_steps(piece, blk);
       float acc_o[kORegs];
 #pragma unroll
       for (int i = 0; i < kORegs; ++i) acc_o[i] = 0.f;

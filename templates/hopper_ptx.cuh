@@ -129,9 +129,6 @@ __device__ __forceinline__ unsigned long long ld_acquire_gpu(const unsigned long
   return value;
 }
 
-/// Orders this thread's earlier global stores before its later ones, at GPU scope.
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-
 /// 4-byte global load that bypasses L1 (data another SM wrote this launch).
 __device__ __forceinline__ float ldg_cg_f32(const float* gptr) {
   float v;

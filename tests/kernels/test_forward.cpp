@@ -120,6 +120,27 @@ ForwardCheck run_forward(const AttentionCase& c, Context& ctx) {
   return check;
 }
 
+/// Whether forward launches here take the Hopper kernel: an sm_90 GPU and
+/// FLASHJIT_FORCE_MMA unset; else warns (the test reports itself skipped).
+bool hopper_forward_applies() {
+  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
+  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
+    WARN("the Hopper kernel does not apply here");
+    return false;
+  }
+  return true;
+}
+
+/// Elements of two device buffers of `dtype` whose bits differ.
+size_t bitwise_differences(const driver::DeviceBuffer& a, const driver::DeviceBuffer& b, DType dtype) {
+  const auto x = decode(download(a), dtype);
+  const auto y = decode(download(b), dtype);
+  REQUIRE(x.size() == y.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
+  return differ;
+}
+
 ForwardCheck check_case(const AttentionCase& c, Context& ctx = shared_context()) {
   INFO(c.name());
   ForwardCheck r;
@@ -348,11 +369,7 @@ TEST_CASE("forward: stream-K splits tiles between CTAs; where it cannot, the lau
   // every step count here (one step: never split; 3, 6 and 12 steps, twice
   // that at head_dim 64). The kernels without stream-K (16-bit, causal) and
   // launches with per-batch key lengths run persistent.
-  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
-  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
-    WARN("the Hopper kernel does not apply here");
-    return;
-  }
+  if (!hopper_forward_applies()) return;
   ContextOptions options;
   options.fwd_schedule = FwdSchedule::kStreamK;
   auto ctx = Context::create(options);
@@ -392,11 +409,7 @@ TEST_CASE("forward: stream-K replayed from a CUDA graph with new inputs each tim
   // the split tiles' flags must be cleared once read (fwd_wgmma.cuh,
   // merge_partial). New inputs before every replay: a part read from the
   // previous replay would differ from the eager result.
-  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
-  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
-    WARN("the Hopper kernel does not apply here");
-    return;
-  }
+  if (!hopper_forward_applies()) return;
   AttentionCase c = make_case(DType::kF32, Precision::kTF32, 128, 600, 600, false, 71);
   c.batch = 4;
   c.heads = 8;  // 160 tiles: 1.21 rounds of the H200's 132 SMs
@@ -439,23 +452,14 @@ TEST_CASE("forward: stream-K replayed from a CUDA graph with new inputs each tim
     REQUIRE(shared_context().forward(a).ok());
     a.o = view(o_graph, c, c.seqlen_q);
     REQUIRE(driver::stream_synchronize(*stream).ok());
-    const auto x = decode(download(o_eager), c.dtype);
-    const auto y = decode(download(o_graph), c.dtype);
-    REQUIRE(x.size() == y.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
-    CHECK(differ == 0);
+    CHECK(bitwise_differences(o_eager, o_graph, c.dtype) == 0);
   }
   driver::graph_destroy(*graph);
   driver::stream_destroy(*stream);
 }
 
 TEST_CASE("forward: a layout the TMA cannot describe falls back to mma.sync with a warning", "[gpu][fwd]") {
-  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
-  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
-    WARN("the Hopper kernel does not apply here");
-    return;
-  }
+  if (!hopper_forward_applies()) return;
   // One query row whose seq stride is 2^40 elements: valid (a stride of an
   // axis of extent 1 is never stepped) but past the TMA's 2^40-byte limit.
   std::vector<std::string> warnings;
@@ -549,21 +553,12 @@ TEST_CASE("forward: f32 on the Hopper kernel captured in a CUDA graph matches th
   driver::graph_destroy(*graph);
   driver::stream_destroy(*stream);
 
-  const auto x = decode(download(o_eager), c.dtype);
-  const auto y = decode(download(o_graph), c.dtype);
-  REQUIRE(x.size() == y.size());
-  size_t differ = 0;
-  for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
-  CHECK(differ == 0);  // same kernels, same inputs: bitwise equal
-  check_case(c);       // and the eager path is right against the float64 reference
+  CHECK(bitwise_differences(o_eager, o_graph, c.dtype) == 0);  // same kernels, same inputs: bitwise equal
+  check_case(c);  // and the eager path is right against the float64 reference
 }
 
 TEST_CASE("forward: head_dim 256 on the Hopper kernel", "[gpu][fwd]") {
-  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
-  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
-    WARN("the Hopper kernel does not apply here");
-    return;
-  }
+  if (!hopper_forward_applies()) return;
   Context& ctx = shared_context();
   for (DType dt : {DType::kBF16, DType::kF16}) {
     struct Len { int sq, sk; bool causal; };
@@ -589,11 +584,7 @@ TEST_CASE("forward: the length-picked Hopper tiles and head_dim 256's, forced, a
   // query block, causal with Sq != Sk both ways (query blocks no key is
   // visible to), per-batch key lengths with empty entries, several tiles per
   // CTA, and each schedule.
-  const char* forced = std::getenv("FLASHJIT_FORCE_MMA");
-  if (shared_context().arch() != Arch::kSm90 || (forced != nullptr && std::string(forced) == "1")) {
-    WARN("the Hopper kernel does not apply here");
-    return;
-  }
+  if (!hopper_forward_applies()) return;
   struct Forced { TileConfig tile; int head_dim; const char* suffix; };
   for (const Forced& f : {Forced{TileConfig{192, 128, 16, 4, true}, 64, "_bm192_bn128_w16_s4_wg"},
                           Forced{TileConfig{128, 160, 12, 2, true}, 128, "_bm128_bn160_w12_s2_wg"},
