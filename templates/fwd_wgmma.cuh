@@ -72,6 +72,11 @@
 // Run 58: stream-K for every persistent non-causal kernel: TF32 d128 s600
 // +16%, 16-bit d64 s4096 +6.5%, but s1500 4-8% slower and the 16-bit kernels
 // 0.5-2.5% slower unsplit; it stays in the TF32 kernels (kStreamK).
+// Run 62: a quarter or half of P's exp2 on the FMA pipes (a cubic, as
+// FlashAttention-4 does) was 4-17% slower, and no exp at all only 4-14%
+// faster: the loop is bound by its instruction count, not by MUFU, so
+// run 63 took 40-160 instructions per K/V step out of the descriptors
+// (+0.4-4% 16-bit, +3-7% TF32); the row max as a tree there was mixed.
 // Check a change to the consumer with scripts/sass_mainloop.py before
 // timing it.
 //
@@ -334,6 +339,12 @@ struct FwdWgmmaKernel {
     return fwd::make_block<kBlockM, kBlockN, kIsCausal, kIsEven>(p, m_block, bh % p.heads, bh / p.heads);
   }
 
+  /// Ring step `step` (>= 0) uses slot step % kStages in round step / kStages;
+  /// its barriers' phase parity is the round's. Unsigned, so a power-of-two
+  /// ring is a mask and a shift, not signed division's fix-ups.
+  static __device__ __forceinline__ int ring_slot(int step) { return int(unsigned(step) % kStages); }
+  static __device__ __forceinline__ unsigned ring_parity(int step) { return (unsigned(step) / kStages) & 1; }
+
   // -------------------------------------------------------------------------
   // Producer: one thread, TMA only.
   // -------------------------------------------------------------------------
@@ -427,20 +438,36 @@ struct FwdWgmmaKernel {
   // move to the next column box; a k16 step of 16-bit V is 16 rows = 2 atoms.
   // -------------------------------------------------------------------------
 
-  /// Descriptor of k step `kk` of a K-major operand (Q, K, TF32 V^T) stored
-  /// as column boxes of `box_bytes` from `addr`.
-  static __device__ __forceinline__ unsigned long long k_major_desc(unsigned addr, int kk, int box_bytes) {
+  // Each product's descriptors are its operand's base descriptor plus the k
+  // step's offset (ptx::smem_desc_advance, one add), not a descriptor built
+  // anew from the address per step: 40-160 fewer instructions per K/V step,
+  // 0.4-4% faster for 16-bit inputs and 3-7% for TF32 (runs 63-64).
+
+  /// Byte offset of k step `kk` in a K-major operand (Q, K, TF32 V^T) stored
+  /// as column boxes of `box_bytes`.
+  static __device__ __forceinline__ unsigned k_step_offset(int kk, int box_bytes) {
     constexpr int kStepsPerBox = kBoxCols / kKStep;
-    const unsigned off = (kk % kStepsPerBox) * kKStep * int(sizeof(Element));
-    return ptx::smem_desc_sw128(addr + (kk / kStepsPerBox) * box_bytes + off, 16, kSwizzleAtomBytes);
+    return (kk / kStepsPerBox) * box_bytes + (kk % kStepsPerBox) * kKStep * int(sizeof(Element));
   }
+
+  static __device__ __forceinline__ unsigned long long k_major_desc(unsigned addr) {
+    return ptx::smem_desc_sw128(addr, 16, kSwizzleAtomBytes);
+  }
+
+  /// At head_dim 256 ptxas keeps all 16 of Q's step descriptors live across
+  /// the loop when they come from one base, and spills; there they are built
+  /// from the address each step, as before.
+  static constexpr bool kQDescPerStep = kHeadDim == 256;
 
   /// Issues S = Q K^T (this consumer's 64 rows x kBlockN keys) and commits it.
   static __device__ __forceinline__ void issue_qk(float (&acc_s)[kSRegs], unsigned q_addr, unsigned k_addr) {
+    const unsigned long long q_desc = k_major_desc(q_addr);
+    const unsigned long long k_desc = k_major_desc(k_addr);
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / kKStep; ++kk) {
-      ptx::wgmma_ss(acc_s, k_major_desc(q_addr, kk, kQBoxBytes), k_major_desc(k_addr, kk, kKBoxBytes), kk > 0,
-                    Element{});
+      const unsigned long long q = kQDescPerStep ? k_major_desc(q_addr + k_step_offset(kk, kQBoxBytes))
+                                                 : ptx::smem_desc_advance(q_desc, k_step_offset(kk, kQBoxBytes));
+      ptx::wgmma_ss(acc_s, q, ptx::smem_desc_advance(k_desc, k_step_offset(kk, kKBoxBytes)), kk > 0, Element{});
     }
     ptx::wgmma_commit();
   }
@@ -456,15 +483,15 @@ struct FwdWgmmaKernel {
   /// and commits it.
   static __device__ __forceinline__ void issue_pv(float (&acc_o)[kORegs], const unsigned (&p)[kPRegs],
                                                   unsigned v_addr) {
+    const unsigned long long v_desc = kIsTf32 ? k_major_desc(v_addr)
+                                              : ptx::smem_desc_sw128(v_addr, kVBoxBytes, kSwizzleAtomBytes);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / kKStep; ++kk) {
       const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
       if constexpr (kIsTf32) {
-        ptx::wgmma_rs(acc_o, a, k_major_desc(v_addr, kk, kVBoxBytes), true, Element{});
+        ptx::wgmma_rs(acc_o, a, ptx::smem_desc_advance(v_desc, k_step_offset(kk, kVBoxBytes)), true, Element{});
       } else {
-        const unsigned long long b =
-            ptx::smem_desc_sw128(v_addr + kk * kKStep * kRowBytes, kVBoxBytes, kSwizzleAtomBytes);
-        ptx::wgmma_rs_tb(acc_o, a, b, true, Element{});
+        ptx::wgmma_rs_tb(acc_o, a, ptx::smem_desc_advance(v_desc, kk * kKStep * kRowBytes), true, Element{});
       }
     }
     ptx::wgmma_commit();
@@ -668,14 +695,14 @@ struct FwdWgmmaKernel {
     ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full), round & 1);
 
     // Tile 0: S only.
-    ptx::mbarrier_wait(k_full(it % kStages), (it / kStages) & 1);
+    ptx::mbarrier_wait(k_full(ring_slot(it)), ring_parity(it));
     take_turn(c);
     ptx::wgmma_fence();
-    issue_qk(acc_s, q_addr, k_tile(it % kStages));
+    issue_qk(acc_s, q_addr, k_tile(ring_slot(it)));
     pass_turn(c);
     ptx::wgmma_wait<0>();
     ptx::fence_operand(acc_s);
-    release_k(it % kStages);
+    release_k(ring_slot(it));
     release_q(0);
     if (0 >= mask_begin) mask_tile(0);
     exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
@@ -684,10 +711,10 @@ struct FwdWgmmaKernel {
 
 #pragma unroll 1
     for (int n = 1; n <= last; ++n) {
-      const int s = (it + n) % kStages;
-      const int sp = (it + n - 1) % kStages;
-      ptx::mbarrier_wait(k_full(s), ((it + n) / kStages) & 1);
-      ptx::mbarrier_wait(v_full(sp), ((it + n - 1) / kStages) & 1);
+      const int s = ring_slot(it + n);
+      const int sp = ring_slot(it + n - 1);
+      ptx::mbarrier_wait(k_full(s), ring_parity(it + n));
+      ptx::mbarrier_wait(v_full(sp), ring_parity(it + n - 1));
       take_turn(c);
       ptx::fence_operand(acc_o);
       ptx::wgmma_fence();
@@ -721,8 +748,8 @@ struct FwdWgmmaKernel {
 
     // P V of the last tile.
     if constexpr (kRescaleUnderS) rescale_o(acc_o, correction);
-    const int sl = (it + last) % kStages;
-    ptx::mbarrier_wait(v_full(sl), ((it + last) / kStages) & 1);
+    const int sl = ring_slot(it + last);
+    ptx::mbarrier_wait(v_full(sl), ring_parity(it + last));
     take_turn(c);
     ptx::fence_operand(acc_o);
     ptx::wgmma_fence();
@@ -982,7 +1009,11 @@ struct FwdWgmmaKernel {
     const unsigned aligned = (base + kAlignSlack - 1) & ~unsigned(kAlignSlack - 1);
     SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw + (aligned - base));
 
-    const int warpgroup = threadIdx.x / kWarpgroupThreads;
+    // Three consumers: the index through a shuffle, so ptxas knows it is
+    // warp-uniform and keeps Q's descriptors on the uniform datapath (run 63:
+    // +1-1.5%); two consumers measured 0.5-3% slower with it.
+    const int warpgroup = kConsumers == 3 ? __shfl_sync(0xffffffffu, int(threadIdx.x / kWarpgroupThreads), 0)
+                                          : int(threadIdx.x / kWarpgroupThreads);
     if (threadIdx.x == 0) {
       ptx::prefetch_tensor_map(&tp.tma_q);
       ptx::prefetch_tensor_map(&tp.tma_k);

@@ -184,6 +184,15 @@ __device__ __forceinline__ unsigned long long smem_desc_sw128(unsigned smem_addr
          (static_cast<unsigned long long>((stride_bytes >> 4) & 0x3FFF) << 32) | (kSwizzle128B << 62);
 }
 
+/// `desc` moved `bytes` further into shared memory: only the start address
+/// field (bits 0-13, the address >> 4) changes, by one 32-bit add, and no
+/// carry leaves it because shared addresses stay below 256 KiB. A k step's
+/// descriptor is then one add on the base's, not a new descriptor per step.
+__device__ __forceinline__ unsigned long long smem_desc_advance(unsigned long long desc, unsigned bytes) {
+  const unsigned lo = static_cast<unsigned>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 // The products themselves (wgmma_ss, wgmma_rs_tb, wgmma_rs) are generated:
 // templates/wgmma_ops.cuh.
 
