@@ -2,13 +2,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <limits>
 #include <mutex>
 #include <random>
-#include <atomic>
 
 #include "compiler/tile_config.h"
 #include "runtime/bwd_plan.h"

@@ -348,17 +348,17 @@ struct FwdWgmmaKernel {
   // -------------------------------------------------------------------------
   // Producer: one thread, TMA only.
   // -------------------------------------------------------------------------
-  /// Waits until a K or V ring slot is free in round `it / kStages` (its
-  /// empty barrier `empty_bar`), then announces its TMA bytes on `full_bar`.
+  /// Waits until ring step `it`'s slot is free (its empty barrier
+  /// `empty_bar`), then announces its TMA bytes on `full_bar`.
   static __device__ __forceinline__ void claim_slot(unsigned full_bar, unsigned empty_bar, int it) {
     constexpr unsigned kKVBytes = kBlockN * kHeadDim * sizeof(Element);
-    ptx::mbarrier_wait(empty_bar, ((it / kStages) & 1) ^ 1);
+    ptx::mbarrier_wait(empty_bar, ring_parity(it) ^ 1);
     ptx::mbarrier_arrive_expect_tx(full_bar, kKVBytes);
   }
 
   static __device__ __forceinline__ void load_k(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
                                                 int n, int it) {
-    const int s = it % kStages;
+    const int s = ring_slot(it);
     const unsigned full = ptx::smem_u32(&smem.k_full[s]);
     claim_slot(full, ptx::smem_u32(&smem.k_empty[s]), it);
 #pragma unroll
@@ -370,7 +370,7 @@ struct FwdWgmmaKernel {
 
   static __device__ __forceinline__ void load_v(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
                                                 int n, int it) {
-    const int s = it % kStages;
+    const int s = ring_slot(it);
     const unsigned full = ptx::smem_u32(&smem.v_full[s]);
     claim_slot(full, ptx::smem_u32(&smem.v_empty[s]), it);
 #pragma unroll
@@ -385,9 +385,9 @@ struct FwdWgmmaKernel {
     }
   }
 
-  /// One thread. `it` counts K/V tiles over the CTA's whole schedule (ring
-  /// slot it % kStages, its round's parity (it / kStages) & 1), `round` the
-  /// tiles with at least one K/V tile (the Q buffer's phases).
+  /// One thread. `it` counts K/V tiles over the CTA's whole schedule (the
+  /// ring's step: ring_slot, ring_parity), `round` the tiles with at least
+  /// one K/V tile (the Q buffer's phases).
   static __device__ __forceinline__ void produce(const FwdTmaParams& tp, SharedStorage& smem) {
     constexpr unsigned kQBytes = kBlockM * kHeadDim * sizeof(Element);
     const int tiles = num_tiles(tp.p);

@@ -141,6 +141,30 @@ size_t bitwise_differences(const driver::DeviceBuffer& a, const driver::DeviceBu
   return differ;
 }
 
+/// Random Q, K and V of `c` on the device (seeds seed, seed + 1, seed + 2)
+/// and forward arguments over them, O in `o`, on `stream`.
+struct DeviceQkv {
+  driver::DeviceBuffer q, k, v;
+};
+DeviceQkv upload_qkv(const AttentionCase& c, uint64_t seed) {
+  const size_t q_elems = size_t(c.batch) * c.seqlen_q * c.heads * c.head_dim;
+  const size_t k_elems = size_t(c.batch) * c.seqlen_k * c.heads * c.head_dim;
+  return DeviceQkv{upload(encode(random_inputs(q_elems, c.dtype, seed), c.dtype)),
+                   upload(encode(random_inputs(k_elems, c.dtype, seed + 1), c.dtype)),
+                   upload(encode(random_inputs(k_elems, c.dtype, seed + 2), c.dtype))};
+}
+ForwardArgs forward_args(const AttentionCase& c, const DeviceQkv& in, const driver::DeviceBuffer& o,
+                         void* stream) {
+  ForwardArgs a;
+  a.problem = c.problem();
+  a.q = view(in.q, c, c.seqlen_q);
+  a.k = view(in.k, c, c.seqlen_k);
+  a.v = view(in.v, c, c.seqlen_k);
+  a.o = view(o, c, c.seqlen_q);
+  a.stream = stream;
+  return a;
+}
+
 ForwardCheck check_case(const AttentionCase& c, Context& ctx = shared_context()) {
   INFO(c.name());
   ForwardCheck r;
@@ -414,20 +438,12 @@ TEST_CASE("forward: stream-K replayed from a CUDA graph with new inputs each tim
   c.batch = 4;
   c.heads = 8;  // 160 tiles: 1.21 rounds of the H200's 132 SMs
   const size_t elems = size_t(c.batch) * c.seqlen_q * c.heads * c.head_dim;
-  auto dq = upload(encode(random_inputs(elems, c.dtype, 71), c.dtype));
-  auto dk = upload(encode(random_inputs(elems, c.dtype, 72), c.dtype));
-  auto dv = upload(encode(random_inputs(elems, c.dtype, 73), c.dtype));
+  DeviceQkv in = upload_qkv(c, 71);
   auto o_eager = poisoned(elems * 4);
   auto o_graph = poisoned(elems * 4);
   auto stream = driver::stream_create();
   REQUIRE(stream.ok());
-  ForwardArgs a;
-  a.problem = c.problem();
-  a.q = view(dq, c, c.seqlen_q);
-  a.k = view(dk, c, c.seqlen_k);
-  a.v = view(dv, c, c.seqlen_k);
-  a.o = view(o_graph, c, c.seqlen_q);
-  a.stream = *stream;
+  ForwardArgs a = forward_args(c, in, o_graph, *stream);
   auto first = shared_context().forward(a);  // compiles and loads outside the capture
   REQUIRE(first.ok());
   INFO(first->spec.to_string() << " ran " << to_string(first->schedule));
@@ -440,9 +456,9 @@ TEST_CASE("forward: stream-K replayed from a CUDA graph with new inputs each tim
   REQUIRE(graph.ok());
   for (int replay = 0; replay < 3; ++replay) {
     INFO("replay " << replay);
-    for (auto* buf : {&dq, &dk, &dv}) {
-      const auto bytes = encode(random_inputs(elems, c.dtype, 100 + 10 * replay + (buf == &dk) + 2 * (buf == &dv)),
-                                c.dtype);
+    for (auto* buf : {&in.q, &in.k, &in.v}) {
+      const auto bytes =
+          encode(random_inputs(elems, c.dtype, 100 + 10 * replay + (buf == &in.k) + 2 * (buf == &in.v)), c.dtype);
       REQUIRE(driver::memcpy_htod(buf->get(), bytes.data(), bytes.size()).ok());
     }
     REQUIRE(driver::memset_d8_async(o_graph.get(), 0xff, elems * 4, *stream).ok());
@@ -513,22 +529,13 @@ TEST_CASE("forward: f32 on the Hopper kernel captured in a CUDA graph matches th
   // capture that becomes graph memory nodes, which must replay correctly.
   const AttentionCase c = make_case(DType::kF32, Precision::kTF32, 128, 300, 333, false, 21);
   const size_t q_elems = size_t(c.batch) * c.seqlen_q * c.heads * c.head_dim;
-  const size_t k_elems = size_t(c.batch) * c.seqlen_k * c.heads * c.head_dim;
-  auto dq = upload(encode(random_inputs(q_elems, c.dtype, 61), c.dtype));
-  auto dk = upload(encode(random_inputs(k_elems, c.dtype, 62), c.dtype));
-  auto dv = upload(encode(random_inputs(k_elems, c.dtype, 63), c.dtype));
+  const DeviceQkv in = upload_qkv(c, 61);
   auto o_eager = poisoned(q_elems * 4);
   auto o_graph = poisoned(q_elems * 4);
   auto stream = driver::stream_create();
   REQUIRE(stream.ok());
 
-  ForwardArgs a;
-  a.problem = c.problem();
-  a.q = view(dq, c, c.seqlen_q);
-  a.k = view(dk, c, c.seqlen_k);
-  a.v = view(dv, c, c.seqlen_k);
-  a.o = view(o_eager, c, c.seqlen_q);
-  a.stream = *stream;
+  ForwardArgs a = forward_args(c, in, o_eager, *stream);
   auto eager = shared_context().forward(a);  // compiles and loads outside the capture
   REQUIRE(eager.ok());
   const bool hopper = eager->spec.tile.wgmma;
