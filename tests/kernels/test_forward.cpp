@@ -386,7 +386,7 @@ TEST_CASE("sanitizer cases: the persistent Hopper schedules, several tiles per C
   }
 }
 
-TEST_CASE("forward: stream-K splits tiles between CTAs; where it cannot, the launch runs persistent",
+TEST_CASE("forward: stream-K splits tiles between CTAs, and where it cannot the launch runs persistent",
           "[gpu][fwd]") {
   // More tiles than SMs, not a multiple of them: the last round and a half
   // are dealt by K/V steps, so TF32 tiles are split between two CTAs at

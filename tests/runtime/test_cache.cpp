@@ -275,7 +275,7 @@ TEST_CASE("cache outcomes have stable names", "[cache]") {
 
 // ---- hits and misses ------------------------------------------------------------
 
-TEST_CASE("a miss compiles and stores; the next lookup is a disk hit", "[cache]") {
+TEST_CASE("a miss compiles and stores, and the next lookup is a disk hit", "[cache]") {
   TempDir tmp;
   Warnings warnings;
   DiskCache cache(options_for(tmp.path), warnings.sink());

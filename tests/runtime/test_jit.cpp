@@ -246,7 +246,7 @@ TEST_CASE("forward_scratch_size: V^T bytes for f32 on the Hopper kernel, else 0"
   CHECK((*mma)->forward_scratch_size(p).value() == 0);
 }
 
-TEST_CASE("head_dim 256 takes the Hopper kernel on sm_90; a _wg tile never reaches a spec it does not serve", "[jit]") {
+TEST_CASE("head_dim 256 takes the Hopper kernel on sm_90, and a _wg tile never reaches a spec it does not serve", "[jit]") {
   TempDir dir;
   ContextOptions o = sm90_options(dir.path);
   auto ctx = Context::create(o);
@@ -279,7 +279,7 @@ TEST_CASE("head_dim 256 takes the Hopper kernel on sm_90; a _wg tile never reach
   CHECK((*forced)->spec_for(p, Direction::kFwd).value().arch == Arch::kSm90);
 }
 
-TEST_CASE("the Hopper forward's tile follows the lengths at head_dim 64; a forced tile still wins", "[jit]") {
+TEST_CASE("the Hopper forward's tile follows the lengths at head_dim 64, and a forced tile still wins", "[jit]") {
   TempDir dir;
   ContextOptions o = sm90_options(dir.path);
   auto ctx = Context::create(o);
