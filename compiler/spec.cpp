@@ -117,6 +117,7 @@ std::string KernelSpec::to_string() const {
     s += fmt::format("_bm{}_bn{}_w{}_s{}", tile.block_m, tile.block_n, tile.num_warps,
                      tile.num_stages);
     if (tile.wgmma) s += "_wg";
+    if (tile.stream_k) s += "_sk";
   }
   return s;
 }
@@ -157,12 +158,13 @@ Error spec_error(std::string_view text, std::string what) {
 Result<TileConfig> parse_tile_config(std::string_view text) {
   const auto f = split(text, '_');
   TileConfig tile;
-  if (f.size() == 5 && f.back() == "wg") tile.wgmma = true;
-  if ((f.size() != 4 && !tile.wgmma) || !parse_prefixed_int(f[0], "bm", &tile.block_m) ||
+  if (f.size() >= 5 && f[4] == "wg") tile.wgmma = true;
+  if (f.size() == 6 && tile.wgmma && f[5] == "sk") tile.stream_k = true;
+  if (f.size() != (tile.stream_k ? 6u : tile.wgmma ? 5u : 4u) || !parse_prefixed_int(f[0], "bm", &tile.block_m) ||
       !parse_prefixed_int(f[1], "bn", &tile.block_n) || !parse_prefixed_int(f[2], "w", &tile.num_warps) ||
       !parse_prefixed_int(f[3], "s", &tile.num_stages)) {
     return make_error(Status::kInvalidSpec,
-                      fmt::format("the tile suffix must be bm<M>_bn<N>_w<warps>_s<stages>[_wg]; got '{}'", text));
+                      fmt::format("the tile suffix must be bm<M>_bn<N>_w<warps>_s<stages>[_wg[_sk]]; got '{}'", text));
   }
   return tile;
 }

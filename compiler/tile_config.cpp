@@ -132,6 +132,13 @@ TileConfig wide_keys_tile(const KernelSpec& spec) { return spec.causal ? kWideKe
 // s600 100 vs 116 and s4096 398 vs 411. fwd_wgmma_tile_for_shape weighs the
 // padding and the waves with the model below.
 constexpr TileConfig kThreeConsumersD64{192, 128, 16, 4, true};
+// The same with stream-K's split tiles (TileConfig::stream_k), where whole
+// rounds of its tiles would leave SMs idle. Run 65 (bench/results/2026-12-
+// 04-h200-run65, bf16 B4 H8): s4096 (704 tiles, 5.33 rounds for 6) 465 vs
+// 440 TFLOP/s unsplit and 431 for the two-consumer tile (torch cuDNN 442);
+// 4000 x 600 keys 355.6 vs 331.9 (128-key two-consumer tile), 4096 x 600
+// 346.9 vs 339.8.
+constexpr TileConfig kThreeConsumersD64StreamK{192, 128, 16, 4, true, true};
 
 // Per-tile rates of the model, relative to the 128 x 192 tile: run 33 for
 // the 128-key tile (0.93-0.99), run 43 for three consumers (1.046 fits the
@@ -143,6 +150,15 @@ constexpr double kRateThreeConsumers = 1.046;
 // the model is within ~3% of run 43 (causal s4096: 1.009 modelled, 0.968
 // measured).
 constexpr double kThreeConsumersMargin = 1.015;
+// Stream-K's run of split tiles ends near the mean load per SM, plus the
+// pieces' plumbing, which every step pays (run 65: the _sk kernel unsplit
+// ran 2.6-2.9% slower at s1500-8192), and about this many K/V steps per CTA
+// for its extra piece (pipeline fill and drain, Q loaded again, the
+// partial's trip through L2). Fitted to run 65's three splits (above): the
+// model then gives 1.042, 1.070 and 1.024 where they measured 1.079, 1.071
+// and 1.021.
+constexpr double kStreamKPlumbing = 0.027;
+constexpr double kStreamKPieceSteps = 1.3;
 constexpr int kDefaultSmCount = 132;  // the H200's
 
 double tile_rate(const TileConfig& t) {
@@ -174,6 +190,20 @@ double modelled_cost(const KernelSpec& spec, const TileConfig& t, const FwdShape
   return std::max(total * double(pairs) / sm_count, longest) / rate;
 }
 
+// Modelled run time of the non-causal forward with tile `t` under stream-K:
+// the tiles' mean load per SM plus the splits' cost; 0 where it would not
+// split (fwd_stream_k_pays).
+double modelled_stream_k_cost(const TileConfig& t, const FwdShape& shape, int sm_count) {
+  const long long m_blocks = (static_cast<long long>(shape.seqlen_q) + t.block_m - 1) / t.block_m;
+  const long long tiles = m_blocks * std::max<long long>(shape.pairs, 1);
+  const long long ctas = std::min<long long>(tiles, sm_count);
+  if (!fwd_stream_k_pays(tiles, ctas)) return 0;
+  const long long keys = padded_keys(shape.seqlen_k, t.block_n);
+  const double rounds =
+      double(tiles) / double(ctas) * (1 + kStreamKPlumbing) + kStreamKPieceSteps * t.block_n / double(keys);
+  return rounds * t.block_m * double(keys) / tile_rate(t);
+}
+
 }  // namespace
 
 TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k) {
@@ -195,7 +225,12 @@ TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shap
   const int sms = sm_count > 0 ? sm_count : kDefaultSmCount;
   const double cost_two = modelled_cost(spec, two, shape, sms);
   const double cost_three = modelled_cost(spec, kThreeConsumersD64, shape, sms);
-  return cost_three * kThreeConsumersMargin < cost_two ? kThreeConsumersD64 : two;
+  const double cost_split =
+      !spec.causal && shape.split_tiles ? modelled_stream_k_cost(kThreeConsumersD64StreamK, shape, sms) : 0;
+  const bool three = cost_three * kThreeConsumersMargin < cost_two;
+  const double best = three ? cost_three : cost_two;
+  if (cost_split > 0 && cost_split * kThreeConsumersMargin < best) return kThreeConsumersD64StreamK;
+  return three ? kThreeConsumersD64 : two;
 }
 
 std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec) {
@@ -203,7 +238,8 @@ std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec) {
   policy.tile = choose_tile_config(spec);
   if (has_wide_keys_tile(policy)) return {policy.tile, wide_keys_tile(spec)};
   if (!has_short_keys_tile(policy)) return {policy.tile};
-  return {policy.tile, kShortKeysD64, kThreeConsumersD64};
+  if (spec.causal) return {policy.tile, kShortKeysD64, kThreeConsumersD64};
+  return {policy.tile, kShortKeysD64, kThreeConsumersD64, kThreeConsumersD64StreamK};
 }
 
 bool fwd_wgmma_o_apart(const KernelSpec& spec) {
@@ -236,9 +272,11 @@ FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_c
   //    noise); d128 writes O from registers, Q is free at the last S, and the
   //    static schedule measured ahead (run 55: s600 121 vs 118.5, s1500 240
   //    vs 239, s3000 273.5 vs 275, s8192 319 vs 315.5 TFLOP/s).
-  //  - Stream-K (TF32 only, where it pays: fwd_stream_k_pays): run 60,
-  //    s600 (160 tiles) d128 137.8 vs 120.8 TFLOP/s, d64 103 vs 90 (one
-  //    CTA per tile); d64 s4096 (7.76 rounds) +2.6%, below the rule's bar.
+  //  - Stream-K (TF32 and the 16-bit "_sk" tiles, where it pays:
+  //    fwd_stream_k_pays): run 60, TF32 s600 (160 tiles) d128 137.8 vs 120.8
+  //    TFLOP/s, d64 103 vs 90 (one CTA per tile); d64 s4096 (7.76 rounds)
+  //    +2.6%, below the rule's bar. Run 66: bf16 d64 s4096 with the _sk tile
+  //    460.5 vs 434 (two consumers, no split).
   if (spec.causal) {
     return tiles > 2LL * sm_count && tiles <= 12LL * sm_count ? FwdSchedule::kPersistentDynamic
                                                                : FwdSchedule::kOneTilePerCta;
@@ -253,8 +291,9 @@ FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_c
 
 bool fwd_wgmma_stream_k(const KernelSpec& spec) {
   // FwdWgmmaKernel::kStreamK: TF32 inputs, non-causal (O is never staged in
-  // Q's rows there).
-  return spec.direction == Direction::kFwd && spec.tile.wgmma && !spec.causal && spec.dtype == DType::kF32;
+  // Q's rows there), and the 16-bit "_sk" tiles.
+  return spec.direction == Direction::kFwd && spec.tile.wgmma && !spec.causal &&
+         (spec.dtype == DType::kF32 || spec.tile.stream_k);
 }
 
 long long fwd_stream_k_tiles(long long tiles, long long ctas) {
@@ -332,6 +371,10 @@ Result<void> validate_wgmma_tile(const KernelSpec& spec) {
   if (t.num_warps != 4 + t.block_m / 16) {
     return bad(fmt::format("_wg needs num_warps {} (a producer warpgroup and one per 64 rows); got {}",
                            4 + t.block_m / 16, t.num_warps));
+  }
+  if (t.stream_k && (spec.dtype == DType::kF32 || spec.causal || !fwd_wgmma_o_apart(spec))) {
+    return bad("_sk (stream-K's split tiles) applies to 16-bit non-causal kernels with O's staging tile "
+               "apart from Q (TF32 non-causal kernels always split)");
   }
   return {};  // num_stages and shared memory: the checks every tile takes
 }

@@ -44,13 +44,18 @@ struct FwdShape {
   int seqlen_q = 0;
   int seqlen_k = 0;      ///< the longest of the batch
   long long pairs = 1;   ///< (batch, head) pairs
+  /// Stream-K may split tiles: one key length for the whole batch and the
+  /// schedule auto or streamk.
+  bool split_tiles = true;
 };
 
 /// Hopper forward: the policy's tile for a launch of `shape` on `sm_count`
 /// SMs (0: unknown, modelled as an H200's 132). 16-bit head_dim 64 takes
 /// three consumer warpgroups (192 query rows, 128 keys) where a model of the
 /// padding and the waves of tiles says they finish sooner than
-/// fwd_wgmma_tile_for_keys's two; every other spec takes that tile.
+/// fwd_wgmma_tile_for_keys's two, non-causal with stream-K's split tiles
+/// (TileConfig::stream_k) where shape.split_tiles and splitting pays; every
+/// other spec takes that tile.
 TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shape, int sm_count);
 
 /// Hopper forward: every tile fwd_wgmma_tile_for_shape may pick for `spec`
@@ -71,7 +76,8 @@ FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_c
 
 /// Hopper forward: whether the kernel can split tiles by K/V steps
 /// (FwdSchedule::kStreamK): TF32 non-causal kernels (every tile the same
-/// steps); the 16-bit kernels measured slower with the code in (run 58-59).
+/// steps) and 16-bit ones with TileConfig::stream_k; the other 16-bit
+/// kernels measured slower with the code in (run 58-59).
 bool fwd_wgmma_stream_k(const KernelSpec& spec);
 
 /// Stream-K: how many of the `tiles` tiles, the last ones, are dealt by K/V

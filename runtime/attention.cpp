@@ -253,10 +253,12 @@ DiskCache& Context::disk_cache() { return impl_->jit->disk(); }
 namespace {
 
 // The spec of an already validated problem. `allow_wgmma`: the Hopper
-// forward may be chosen (see preferred_spec).
+// forward may be chosen (see preferred_spec); `schedule` the one requested,
+// which decides whether its tile may be one that splits tiles (stream-K).
 Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool deterministic, Arch arch,
                              bool allow_wgmma, int sm_count = 0,
-                             const std::optional<TileConfig>& fwd_tile = std::nullopt) {
+                             const std::optional<TileConfig>& fwd_tile = std::nullopt,
+                             FwdSchedule schedule = FwdSchedule::kAuto) {
   const Problem p = normalized(problem);
   KernelSpec spec;
   spec.direction = direction;
@@ -268,8 +270,10 @@ Result<KernelSpec> make_spec(const Problem& problem, Direction direction, bool d
   spec.deterministic = direction == Direction::kBwd && deterministic;
   spec = preferred_spec(spec, allow_wgmma);
   if (direction == Direction::kFwd && spec.tile.wgmma) {
-    spec.tile = fwd_wgmma_tile_for_shape(spec, FwdShape{p.seqlen_q, p.seqlen_k, (long long)p.batch * p.heads},
-                                         sm_count);
+    const bool split_tiles =
+        !p.seqlens_k && (schedule == FwdSchedule::kAuto || schedule == FwdSchedule::kStreamK);
+    spec.tile = fwd_wgmma_tile_for_shape(
+        spec, FwdShape{p.seqlen_q, p.seqlen_k, (long long)p.batch * p.heads, split_tiles}, sm_count);
   }
   if (direction == Direction::kFwd && fwd_tile) {
     // A tile applies only to its own kernel family: an mma.sync tile never
@@ -433,7 +437,7 @@ struct ScratchGuard {
 Result<KernelSpec> Context::spec_for(const Problem& problem, Direction direction, bool deterministic) {
   if (auto r = validate_problem(problem); !r) return r.error();
   return make_spec(problem, direction, deterministic, impl_->arch, !impl_->options.force_mma, impl_->sm_count,
-                   impl_->options.fwd_tile);
+                   impl_->options.fwd_tile, impl_->options.fwd_schedule);
 }
 
 Result<CompileRecord> Context::compile(const KernelSpec& spec) {
@@ -464,7 +468,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
   if (auto r = validate_output("o", a.o, p, p.seqlen_q); !r) return r.error();
   if (auto r = validate_lse("lse", a.lse); !r) return r.error();
   auto spec = make_spec(p, Direction::kFwd, false, impl_->arch, !impl_->options.force_mma, impl_->sm_count,
-                        impl_->options.fwd_tile);
+                        impl_->options.fwd_tile, impl_->options.fwd_schedule);
   if (!spec) return spec.error();
   if (auto r = impl_->device_ready(); !r) return r.error();
 
@@ -531,6 +535,7 @@ Result<LaunchInfo> Context::forward(const ForwardArgs& a) {
     // hopper.ctas CTAs, persistent or one per tile.
     grid = {unsigned(hopper.ctas), 1, 1};
     info.schedule = hopper.schedule;
+    tma_params.tiles = int(hopper.tiles);  // tiles + grid < 2^31: checked above
     const long long kv_bytes = 2LL * n.batch * n.heads * n.seqlen_k * n.head_dim * dtype_size(spec->dtype);
     tma_params.causal_group = fwd_wgmma_causal_group(kv_bytes, n.batch * n.heads, impl_->l2_bytes);
     if (hopper.sk_tiles > 0) {

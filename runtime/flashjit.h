@@ -147,13 +147,16 @@ struct ContextOptions {
   /// it is valid for the spec: an mma.sync tile only where the policy picks
   /// mma.sync, a "_wg" tile only where it picks the Hopper kernel, e.g.
   /// {128, 128, 12, 3, true}. The environment variable FLASHJIT_FWD_TILE
-  /// (e.g. "bm128_bn128_w12_s3_wg") sets it too. Launch reports name the tile.
+  /// (e.g. "bm128_bn128_w12_s3_wg"; "_wg_sk": a 16-bit non-causal kernel
+  /// that can split tiles, stream-K) sets it too. Launch reports name the tile.
   std::optional<TileConfig> fwd_tile;
   /// How the Hopper forward hands its (query block, head, batch) tiles to
   /// CTAs (FwdSchedule); kAuto takes the tile policy's choice. The
   /// environment variable FLASHJIT_FWD_SCHEDULE=auto|persistent|dynamic|tiles|
   /// streamk sets it too (streamk runs as persistent where the launch cannot
-  /// split tiles: 16-bit inputs, causal, per-batch key lengths).
+  /// split tiles: causal, per-batch key lengths, 16-bit kernels without a
+  /// "_sk" tile; under auto the policy picks such a tile only where the split
+  /// pays, under persistent, dynamic or tiles never).
   FwdSchedule fwd_schedule = FwdSchedule::kAuto;
 };
 

@@ -95,18 +95,20 @@
 namespace flashjit {
 
 template <class Element, int kHeadDim, int kBlockM, int kBlockN, int kStages, bool kIsCausal, bool kIsEven,
-          bool kOApart, int kSmemBytes>
+          bool kOApart, bool kSplitTiles, int kSmemBytes>
 struct FwdWgmmaKernel {
   static constexpr bool kIsTf32 = kIsSame<Element, float>;
-  // Stream-K (FwdTmaParams::sk_tiles): only TF32 non-causal kernels have the
-  // code. Run 58-59 (bench/results/2026-12-04-h200-run58, -run59): it made
-  // TF32 d128 s600 16% faster (1.21 rounds of tiles on the SMs instead of 2)
-  // and 16-bit d64 s4096 5.6% (5.33 instead of 6), but the pieces' plumbing
-  // cost the 16-bit kernels 0.5-2.5% wherever it did not split, and the
-  // splits cost more than 3% of a round saves (s1500: 2.91 -> 3 rounds, 4-8%
-  // slower); TF32 kernels measured within +0.6% without splitting. Every
-  // other kernel compiles as before.
-  static constexpr bool kStreamK = kIsTf32 && !kIsCausal;
+  // Stream-K (FwdTmaParams::sk_tiles): TF32 non-causal kernels, and 16-bit
+  // non-causal ones built for it (kSplitTiles: the "_sk" tiles, which the
+  // host picks only where the split pays). Run 58-59 (bench/results/2026-12-
+  // 04-h200-run58, -run59): it made TF32 d128 s600 16% faster (1.21 rounds
+  // of tiles on the SMs instead of 2) and 16-bit d64 s4096 5.6% (5.33
+  // instead of 6), but the pieces' plumbing cost the 16-bit kernels 0.5-2.5%
+  // wherever it did not split, and the splits cost more than 3% of a round
+  // saves (s1500: 2.91 -> 3 rounds, 4-8% slower); TF32 kernels measured
+  // within +0.6% without splitting. Every other kernel compiles without it.
+  static constexpr bool kStreamK = !kIsCausal && (kIsTf32 || kSplitTiles);
+  static_assert(!kSplitTiles || !kIsCausal, "split tiles need every tile to have the same K/V steps");
   static_assert(kIsSame<Element, bf16_t> || kIsSame<Element, f16_t> || kIsTf32,
                 "wgmma path: bf16, f16 or f32 (TF32) inputs");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || (kHeadDim == 256 && !kIsTf32),
@@ -156,7 +158,7 @@ struct FwdWgmmaKernel {
     alignas(1024) Element o[kColBoxes][kBlockM][kBoxCols];
   };
   /// What a CTA does next: K/V steps [n_begin, n_end) of a tile (n_end < 0:
-  /// to the tile's last step). A tile index >= num_tiles ends the CTA's work.
+  /// to the tile's last step). A tile index >= the tile count ends the CTA's work.
   struct Piece {
     int tile;
     int n_begin;
@@ -284,10 +286,14 @@ struct FwdWgmmaKernel {
     return (p.seqlen_k + kBlockN - 1) / kBlockN;
   }
 
-  /// The first step of CTA `cta`'s share of the run, counted from the run's first.
+  /// The first step of CTA `cta`'s share of the run, counted from the run's
+  /// first: floor(total * cta / grid), in 32-bit arithmetic (cta * (total %
+  /// grid) < grid^2); a 64-bit division spilled the producer's 32 registers
+  /// of a three-consumer kernel.
   static __device__ __forceinline__ int run_share(const FwdTmaParams& tp, int cta) {
-    const long long total = static_cast<long long>(tp.sk_tiles) * steps_per_tile(tp.p);
-    return static_cast<int>(total * cta / gridDim.x);
+    const unsigned total = unsigned(tp.sk_tiles) * unsigned(steps_per_tile(tp.p));
+    const unsigned grid = gridDim.x;
+    return int(unsigned(cta) * (total / grid) + unsigned(cta) * (total % grid) / grid);
   }
 
   /// The piece of the run at `step` (this CTA's next), and the step after it.
@@ -390,7 +396,11 @@ struct FwdWgmmaKernel {
   /// one K/V tile (the Q buffer's phases).
   static __device__ __forceinline__ void produce(const FwdTmaParams& tp, SharedStorage& smem) {
     constexpr unsigned kQBytes = kBlockM * kHeadDim * sizeof(Element);
-    const int tiles = num_tiles(tp.p);
+    // The 16-bit kernels with split tiles read the count from parameter
+    // space: their producer's 32 registers (three consumers) spilled when it
+    // held it. The others compute it as measured (ptxas reorders their main
+    // loops when the count moves).
+    const int tiles = kSplitTiles ? tp.tiles : num_tiles(tp.p);
     int it = 0;
     int round = 0;
     int tile = blockIdx.x;
@@ -941,7 +951,7 @@ struct FwdWgmmaKernel {
     const int tid = threadIdx.x % kWarpgroupThreads;
     const int t = tid % 4;
     const int row_base = c * kWgmmaM + (tid / 32) * 16 + (tid % 32) / 4;  // row g of this warp, in the tile
-    const int tiles = num_tiles(params);
+    const int tiles = kSplitTiles ? tp.tiles : num_tiles(params);  // see produce()
     int it = 0;
     int round = 0;
     // Turns go 0, 1, (2,) 0, 1, ... over the whole schedule: the last

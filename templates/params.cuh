@@ -48,14 +48,17 @@ struct alignas(64) TmaDescriptor {
 /// columns): q [cols x block_m], k and v [cols x block_n], o [cols x 64] (one
 /// consumer warpgroup's rows). For f32, tma_v views V^T instead (VtParams):
 /// (padded_k, D, H, B) in boxes of [32 keys x D].
+/// tiles: ceil(Sq / block_m) x heads x batch, the tiles the CTAs share out
+/// (read by the 16-bit kernels with split tiles, whose producer's 32
+/// registers spilled when they held it; the others compute it).
 /// tile_counter: null for a static schedule (CTA i takes tiles i, i + grid,
 /// ...); else a device int that is 0 at launch, from which the CTAs take their
 /// tiles after the first one (a dynamic schedule).
 /// causal_group: causal tiles go longest first within groups of this many
 /// (batch, head) pairs (fwd_wgmma_causal_group); >= 1, batch * heads for one
 /// group of all pairs.
-/// Stream-K (a static schedule; TF32 non-causal kernels, one key length for
-/// every batch entry): the last sk_tiles tiles
+/// Stream-K (a static schedule; TF32 non-causal kernels and 16-bit "_sk"
+/// ones, one key length for every batch entry): the last sk_tiles tiles
 /// (grid < sk_tiles < 2 grid) are dealt as one run of K/V steps, split evenly
 /// over the grid, so a tile may be split between CTA i (its first steps) and
 /// CTA i + 1 (the rest). CTA i + 1 writes its part's O, row max and row sums
@@ -71,6 +74,7 @@ struct FwdTmaParams {
   TmaDescriptor tma_k;
   TmaDescriptor tma_v;
   TmaDescriptor tma_o;
+  int tiles;
   int* tile_counter;
   int causal_group;
   int sk_tiles;

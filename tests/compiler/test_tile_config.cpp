@@ -52,8 +52,9 @@ TEST_CASE("tile policy is a pure function of the spec", "[tile]") {
     }
   }
   // bf16 and f16 head_dim 64, causal or not, even and padded: the short-key
-  // and the three-consumer tiles; head_dim 128: the wide-key tile.
-  CHECK(key_length_tiles == 24);
+  // and the three-consumer tiles (non-causal also with split tiles);
+  // head_dim 128: the wide-key tile.
+  CHECK(key_length_tiles == 28);
 }
 
 TEST_CASE("tile validation rejects oversized or malformed tiles", "[tile]") {
@@ -170,7 +171,7 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal takes 128 keys per tile
     INFO(keys);
     CHECK(fwd_wgmma_tile_for_keys(s, keys) == s.tile);
   }
-  CHECK(fwd_wgmma_launch_tiles(s).size() == 3);
+  CHECK(fwd_wgmma_launch_tiles(s).size() == 4);  // and the three-consumer tiles, with split tiles or not
   CHECK(fwd_wgmma_launch_tiles(s).front() == s.tile);
   for (const TileConfig& t : fwd_wgmma_launch_tiles(s)) {
     KernelSpec v = s;
@@ -237,7 +238,7 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 takes three consumer warpgroups wh
     CHECK_FALSE(picks(causal, seq));
   }
   // Elsewhere the key-length tile; without an SM count the model takes 132.
-  CHECK(fwd_wgmma_tile_for_shape(s, FwdShape{4096, 600, 32}, sms) == fwd_wgmma_tile_for_keys(s, 600));
+  CHECK(fwd_wgmma_tile_for_shape(s, FwdShape{4096, 600, 32, false}, sms) == fwd_wgmma_tile_for_keys(s, 600));
   CHECK(fwd_wgmma_tile_for_shape(s, FwdShape{3000, 3000, 32}, 0) == three);
   // The waves count: 600 queries make 160 tiles of 128 rows, 128 of 192,
   // one wave each on 1000 SMs, where the shorter tile ends first.
@@ -262,6 +263,51 @@ TEST_CASE("Hopper forward: 16-bit head_dim 64 takes three consumer warpgroups wh
   auto r = validate_tile_config(v);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error().message, Catch::Contains("num_warps 16"));
+}
+
+TEST_CASE("Hopper forward: 16-bit head_dim 64 non-causal splits three-consumer tiles where whole rounds waste",
+          "[tile]") {
+  const KernelSpec s = hopper_forward(64);
+  const TileConfig split{192, 128, 16, 4, true, true};
+  KernelSpec v = s;
+  v.tile = split;
+  CHECK(validate_tile_config(v).ok());
+  CHECK(v.to_string() == "fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg_sk");
+  CHECK(KernelSpec::parse(v.to_string()).value() == v);
+  CHECK(fwd_wgmma_stream_k(v));
+  CHECK_FALSE(fwd_wgmma_stream_k(s));
+  const int sms = 132;
+  // Run 65 (bf16 B4 H8): 4096 queries (704 tiles, 5.33 rounds for 6) and
+  // 4000 (672, 5.09): split, at 4096 keys and at 600.
+  for (auto [sq, sk] : std::vector<std::pair<int, int>>{{4096, 4096}, {4096, 600}, {4000, 600}, {4000, 4000}}) {
+    INFO(sq << " x " << sk);
+    CHECK(fwd_wgmma_tile_for_shape(s, FwdShape{sq, sk, 32}, sms) == split);
+    // Not where no tile may be split (per-batch key lengths, a schedule other than auto or streamk).
+    CHECK_FALSE(fwd_wgmma_tile_for_shape(s, FwdShape{sq, sk, 32, false}, sms).stream_k);
+  }
+  // Whole rounds waste less than 10% (s1500: 1.94 rounds for 2, s3000 3.88
+  // for 4, s8192 10.4 for 11) or the tiles fit one round (s600): unsplit.
+  for (int seq : {600, 1500, 3000, 8192}) {
+    INFO(seq);
+    CHECK_FALSE(fwd_wgmma_tile_for_shape(s, FwdShape{seq, seq, 32}, sms).stream_k);
+  }
+  // Causal tiles differ in length: never split.
+  KernelSpec causal = s;
+  causal.causal = true;
+  causal.tile = choose_tile_config(causal);
+  CHECK_FALSE(fwd_wgmma_tile_for_shape(causal, FwdShape{4096, 4096, 32}, sms).stream_k);
+  causal.tile = split;
+  auto r = validate_tile_config(causal);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().message, Catch::Contains("_sk"));
+  // Only the 16-bit kernels take the flag (TF32 non-causal kernels always split).
+  KernelSpec f32 = s;
+  f32.dtype = DType::kF32;
+  f32.precision = Precision::kTF32;
+  f32.tile = TileConfig{128, 128, 12, 2, true, true};
+  CHECK_FALSE(validate_tile_config(f32).ok());
+  CHECK_FALSE(KernelSpec::parse("fwd_bf16_d64_noncausal_even_sm90a_bm192_bn128_w16_s4_sk").ok());
+  CHECK_FALSE(KernelSpec::parse("fwd_bf16_d64_noncausal_even_sm90a_bm192_bn128_w16_s4_wg_xx").ok());
 }
 
 TEST_CASE("Hopper forward: 16-bit head_dim 128 takes wider key tiles from 8192 keys", "[tile]") {

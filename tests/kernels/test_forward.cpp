@@ -427,6 +427,51 @@ TEST_CASE("forward: stream-K splits tiles between CTAs, and where it cannot the 
   }
 }
 
+TEST_CASE("forward: the 16-bit head_dim 64 kernel with split tiles (_sk) matches the reference split or not",
+          "[gpu][fwd]") {
+  // The three-consumer tile with stream-K's code (TileConfig::stream_k),
+  // forced: split where the tiles leave a partial round (1, 3, 6, 8 and 9
+  // steps per tile; one even spec), persistent and unsplit with per-batch key lengths or under the
+  // persistent schedule; causal launches cannot take the tile and keep the
+  // policy's.
+  if (!hopper_forward_applies()) return;
+  struct Shape { int sq, sk, batch, heads; bool causal; bool ragged_keys; };
+  const Shape shapes[] = {{3000, 100, 2, 5, false, false}, {1100, 300, 2, 12, false, false},
+                          {2048, 700, 1, 13, false, false}, {1500, 1100, 3, 9, false, false},
+                          {1536, 1024, 2, 12, false, false}, {1100, 700, 2, 12, true, false},
+                          {1100, 700, 2, 12, false, true}};
+  const TileConfig split_tile{192, 128, 16, 4, true, true};
+  for (FwdSchedule schedule : {FwdSchedule::kAuto, FwdSchedule::kPersistent}) {
+    ContextOptions options;
+    options.fwd_tile = split_tile;
+    options.fwd_schedule = schedule;
+    auto ctx = Context::create(options);
+    REQUIRE(ctx.ok());
+    for (const Math& m : {kMaths[0], kMaths[1]}) {  // bf16, f16
+      for (const Shape& sh : shapes) {
+        AttentionCase c = make_case(m.dtype, m.precision, 64, sh.sq, sh.sk, sh.causal, 11 + sh.sq + sh.sk);
+        c.batch = sh.batch;
+        c.heads = sh.heads;
+        if (sh.ragged_keys) {
+          c.seqlens_k.assign(size_t(sh.batch), sh.sk);
+          c.seqlens_k[0] = sh.sk / 3;
+        }
+        const ForwardCheck r = check_case(c, **ctx);
+        const long long tiles = (long long)((sh.sq + 191) / 192) * sh.batch * sh.heads;
+        INFO(r.spec << " ran " << to_string(r.schedule) << " on " << r.grid_ctas << " CTAs, " << tiles << " tiles");
+        if (sh.causal) {
+          CHECK(r.spec.find("_sk") == std::string::npos);
+          continue;
+        }
+        REQUIRE(r.spec.find("_bm192_bn128_w16_s4_wg_sk") != std::string::npos);
+        const bool splits = schedule == FwdSchedule::kAuto && !sh.ragged_keys &&
+                            fwd_stream_k_pays(tiles, std::min<long long>(tiles, r.grid_ctas));
+        CHECK(r.schedule == (splits ? FwdSchedule::kStreamK : FwdSchedule::kPersistent));
+      }
+    }
+  }
+}
+
 TEST_CASE("forward: stream-K replayed from a CUDA graph with new inputs each time matches the eager call",
           "[gpu][fwd]") {
   // A graph replays the launch with the same epoch and the same scratch, so

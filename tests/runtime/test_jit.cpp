@@ -156,12 +156,14 @@ TEST_CASE("flashjit-warmup: a spec named without its tile warms every kernel the
   INFO(out);
   CHECK(code == 0);
   // The Hopper forward with both key-length tiles and the three-consumer
-  // tile, and the named mma.sync spec (force_mma).
+  // tiles (with and without split tiles), and the named mma.sync spec
+  // (force_mma).
   CHECK(out ==
         "fwd_bf16_d64_noncausal_padded_sm90_bm128_bn64_w4_s2\n"
         "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg\n"
         "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg\n"
-        "fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg\n");
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg\n"
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg_sk\n");
   // Named with its tile: that kernel alone.
   auto [code2, out2] = run(env + warmup + "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn192_w12_s3_wg");
   INFO(out2);
@@ -284,19 +286,31 @@ TEST_CASE("the Hopper forward's tile follows the lengths at head_dim 64, and a f
   ContextOptions o = sm90_options(dir.path);
   auto ctx = Context::create(o);
   REQUIRE(ctx.ok());
+  ContextOptions unsplit_options = o;
+  unsplit_options.fwd_schedule = FwdSchedule::kPersistent;  // no tile may be split
+  auto unsplit = Context::create(unsplit_options);
+  REQUIRE(unsplit.ok());
   Problem p;
   // 4000 queries: 32 blocks of 128 rows per pair, 21 of 192 (6 waves of 132
-  // SMs for 672 tiles): two consumers.
+  // SMs for 672 tiles, 5.09 split): three consumers splitting tiles (run 65:
+  // 355.6 vs 331.9 TFLOP/s), else two consumers.
   p.batch = 4; p.heads = 8; p.seqlen_q = 4000; p.seqlen_k = 600; p.head_dim = 64;
   CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg_sk");
+  CHECK((*unsplit)->spec_for(p, Direction::kFwd).value().to_string() ==
         "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg");
+  const int device_lengths = 0;  // per-batch key lengths (never read here): no split either
+  p.seqlens_k = &device_lengths;
+  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+        "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg");
+  p.seqlens_k = nullptr;
   // 3000 queries: 16 blocks of 192 rows per pair take 4 waves, 24 of 128 take 6.
   p.seqlen_q = 3000;
   CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
         "fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg");
   p.seqlen_q = 4000;
   p.seqlen_k = 1024;  // a multiple of 128 keys and of 128 queries? 4000 is not: padded
-  CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
+  CHECK((*unsplit)->spec_for(p, Direction::kFwd).value().to_string() ==
         "fwd_bf16_d64_noncausal_padded_sm90a_bm128_bn128_w12_s4_wg");
   p.seqlen_q = 1024;  // both multiples of the 128-key tile: even
   CHECK((*ctx)->spec_for(p, Direction::kFwd).value().to_string() ==
