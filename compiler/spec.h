@@ -41,10 +41,11 @@ struct TileConfig {
   /// fwd on sm90a only: the Hopper kernel (templates/fwd_wgmma.cuh: TMA,
   /// wgmma, a producer and two consumer warpgroups). Spec suffix "_wg".
   bool wgmma = false;
-  /// fwd on sm90a, 16-bit non-causal only: the kernel carries stream-K's
-  /// split tiles (FwdSchedule::kStreamK), which cost the unsplit tiles 0.5-
-  /// 2.5% (runs 58-59), so the policy picks it only where splitting pays.
-  /// TF32 non-causal kernels always carry it. Spec suffix "_wg_sk".
+  /// fwd on sm90a, 16-bit non-causal only (with O's staging tile apart from
+  /// Q): the kernel carries stream-K's split tiles (FwdSchedule::kStreamK),
+  /// which cost the unsplit tiles 2.6-2.9% (run 65), so the policy picks it
+  /// only where splitting pays (three consumers at head_dim 64). TF32
+  /// non-causal kernels always carry it. Spec suffix "_wg_sk".
   bool stream_k = false;
   bool operator==(const TileConfig&) const = default;
   bool empty() const { return block_m == 0; }
