@@ -41,7 +41,8 @@
 // up the next Q load until the store has read them) and leaves through one
 // TMA store per 64 columns; out-of-range rows are clipped by the TMA. TF32
 // kernels without O apart store O from registers instead (kODirect).
-// TF32 non-causal kernels can also split tiles by K/V steps (stream-K, see
+// TF32 non-causal kernels, and 16-bit ones built for it (kSplitTiles, the
+// "_sk" tiles), can also split tiles by K/V steps (stream-K, see
 // next_piece below): where the tiles would leave the last round of SMs
 // mostly idle, the last round and a half is dealt as one run of steps and a
 // split tile's two parts meet through global memory.

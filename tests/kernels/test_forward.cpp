@@ -431,9 +431,9 @@ TEST_CASE("forward: the 16-bit head_dim 64 kernel with split tiles (_sk) matches
           "[gpu][fwd]") {
   // The three-consumer tile with stream-K's code (TileConfig::stream_k),
   // forced: split where the tiles leave a partial round (1, 3, 6, 8 and 9
-  // steps per tile; one even spec), persistent and unsplit with per-batch key lengths or under the
-  // persistent schedule; causal launches cannot take the tile and keep the
-  // policy's.
+  // steps per tile; one even spec), persistent and unsplit with per-batch
+  // key lengths or under the persistent schedule; causal launches cannot
+  // take the tile and keep the policy's.
   if (!hopper_forward_applies()) return;
   struct Shape { int sq, sk, batch, heads; bool causal; bool ragged_keys; };
   const Shape shapes[] = {{3000, 100, 2, 5, false, false}, {1100, 300, 2, 12, false, false},
