@@ -170,14 +170,20 @@ double tile_rate(const TileConfig& t) {
   return t.block_n == kShortKeysD64.block_n ? kRate128Keys : kRate192Keys;
 }
 
+// Query blocks of tile `t` per (batch, head) pair, and pairs.
+long long query_blocks(const TileConfig& t, const FwdShape& shape) {
+  return (static_cast<long long>(shape.seqlen_q) + t.block_m - 1) / t.block_m;
+}
+long long pairs_of(const FwdShape& shape) { return std::max<long long>(shape.pairs, 1); }
+
 // Modelled run time of the forward with tile `t`: every (query block, pair)
 // tile costs rows x padded visible keys / rate; non-causal tiles are equal,
 // so the persistent deal takes ceil(tiles / SMs) of them per SM; causal ones
 // are dealt longest first, which ends near the mean load per SM unless one
 // tile is longer.
 double modelled_cost(const KernelSpec& spec, const TileConfig& t, const FwdShape& shape, int sm_count) {
-  const long long m_blocks = (static_cast<long long>(shape.seqlen_q) + t.block_m - 1) / t.block_m;
-  const long long pairs = std::max<long long>(shape.pairs, 1);
+  const long long m_blocks = query_blocks(t, shape);
+  const long long pairs = pairs_of(shape);
   const double rate = tile_rate(t);
   if (!spec.causal) {
     const long long rounds = (m_blocks * pairs + sm_count - 1) / sm_count;
@@ -198,8 +204,7 @@ double modelled_cost(const KernelSpec& spec, const TileConfig& t, const FwdShape
 // the tiles' mean load per SM plus the splits' cost; 0 where it would not
 // split (fwd_stream_k_pays).
 double modelled_stream_k_cost(const TileConfig& t, const FwdShape& shape, int sm_count) {
-  const long long m_blocks = (static_cast<long long>(shape.seqlen_q) + t.block_m - 1) / t.block_m;
-  const long long tiles = m_blocks * std::max<long long>(shape.pairs, 1);
+  const long long tiles = query_blocks(t, shape) * pairs_of(shape);
   const long long ctas = std::min<long long>(tiles, sm_count);
   if (!fwd_stream_k_pays(tiles, ctas)) return 0;
   const long long keys = padded_keys(shape.seqlen_k, t.block_n);

@@ -41,8 +41,8 @@
 // up the next Q load until the store has read them) and leaves through one
 // TMA store per 64 columns; out-of-range rows are clipped by the TMA. TF32
 // kernels without O apart store O from registers instead (kODirect).
-// TF32 non-causal kernels, and 16-bit ones built for it (kSplitTiles, the
-// "_sk" tiles), can also split tiles by K/V steps (stream-K, see
+// TF32 non-causal kernels, and 16-bit ones built for it (the "_sk" tiles),
+// can also split tiles by K/V steps (kStreamK; see
 // next_piece below): where the tiles would leave the last round of SMs
 // mostly idle, the last round and a half is dealt as one run of steps and a
 // split tile's two parts meet through global memory.
@@ -72,7 +72,8 @@
 // non-causal from 4096 keys); run 55: O staged with stmatrix (within 1%).
 // Run 58: stream-K for every persistent non-causal kernel: TF32 d128 s600
 // +16%, 16-bit d64 s4096 +6.5%, but s1500 4-8% slower and the 16-bit kernels
-// 0.5-2.5% slower unsplit; it stays in the TF32 kernels (kStreamK).
+// 0.5-2.5% slower unsplit; it stays in the TF32 kernels and the 16-bit
+// "_sk" ones the host picks where splitting pays (kStreamK, run 65).
 // Run 62: a quarter or half of P's exp2 on the FMA pipes (a cubic, as
 // FlashAttention-4 does) was 4-17% slower, and no exp at all only 4-14%
 // faster: the loop is bound by its instruction count, not by MUFU, so
@@ -96,20 +97,24 @@
 namespace flashjit {
 
 template <class Element, int kHeadDim, int kBlockM, int kBlockN, int kStages, bool kIsCausal, bool kIsEven,
-          bool kOApart, bool kSplitTiles, int kSmemBytes>
+          bool kOApart, bool kStreamK, int kSmemBytes>
 struct FwdWgmmaKernel {
   static constexpr bool kIsTf32 = kIsSame<Element, float>;
-  // Stream-K (FwdTmaParams::sk_tiles): TF32 non-causal kernels, and 16-bit
-  // non-causal ones built for it (kSplitTiles: the "_sk" tiles, which the
-  // host picks only where the split pays). Run 58-59 (bench/results/2026-12-
+  // kStreamK: the kernel can split tiles by K/V steps (FwdTmaParams::
+  // sk_tiles); the host's fwd_wgmma_stream_k decides it (TF32 non-causal
+  // kernels and the 16-bit "_sk" tiles). Run 58-59 (bench/results/2026-12-
   // 04-h200-run58, -run59): it made TF32 d128 s600 16% faster (1.21 rounds
   // of tiles on the SMs instead of 2) and 16-bit d64 s4096 5.6% (5.33
   // instead of 6), but the pieces' plumbing cost the 16-bit kernels 0.5-2.5%
   // wherever it did not split, and the splits cost more than 3% of a round
   // saves (s1500: 2.91 -> 3 rounds, 4-8% slower); TF32 kernels measured
   // within +0.6% without splitting. Every other kernel compiles without it.
-  static constexpr bool kStreamK = !kIsCausal && (kIsTf32 || kSplitTiles);
-  static_assert(!kSplitTiles || !kIsCausal, "split tiles need every tile to have the same K/V steps");
+  static_assert(!kStreamK || !kIsCausal, "split tiles need every tile to have the same K/V steps");
+  // The 16-bit kernels with split tiles read the tile count from parameter
+  // space: their producer's 32 registers (three consumers) spilled when it
+  // held it. The others compute it as measured (ptxas reorders their main
+  // loops when the count moves).
+  static constexpr bool kTilesFromParams = kStreamK && !kIsTf32;
   static_assert(kIsSame<Element, bf16_t> || kIsSame<Element, f16_t> || kIsTf32,
                 "wgmma path: bf16, f16 or f32 (TF32) inputs");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || (kHeadDim == 256 && !kIsTf32),
@@ -397,11 +402,7 @@ struct FwdWgmmaKernel {
   /// one K/V tile (the Q buffer's phases).
   static __device__ __forceinline__ void produce(const FwdTmaParams& tp, SharedStorage& smem) {
     constexpr unsigned kQBytes = kBlockM * kHeadDim * sizeof(Element);
-    // The 16-bit kernels with split tiles read the count from parameter
-    // space: their producer's 32 registers (three consumers) spilled when it
-    // held it. The others compute it as measured (ptxas reorders their main
-    // loops when the count moves).
-    const int tiles = kSplitTiles ? tp.tiles : num_tiles(tp.p);
+    const int tiles = kTilesFromParams ? tp.tiles : num_tiles(tp.p);
     int it = 0;
     int round = 0;
     int tile = blockIdx.x;
@@ -952,7 +953,7 @@ struct FwdWgmmaKernel {
     const int tid = threadIdx.x % kWarpgroupThreads;
     const int t = tid % 4;
     const int row_base = c * kWgmmaM + (tid / 32) * 16 + (tid % 32) / 4;  // row g of this warp, in the tile
-    const int tiles = kSplitTiles ? tp.tiles : num_tiles(params);  // see produce()
+    const int tiles = kTilesFromParams ? tp.tiles : num_tiles(params);
     int it = 0;
     int round = 0;
     // Turns go 0, 1, (2,) 0, 1, ... over the whole schedule: the last
