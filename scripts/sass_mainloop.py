@@ -5,11 +5,12 @@ For each spec: flashjit writes the source, nvcc -cubin compiles it (-Xptxas -v),
 reads the SASS. Printed per spec: registers and spills, ptxas' wgmma notes (serialised,
 injected waits), HGMMA and 'gsb0' waits in the kernel (a wait after every HGMMA is a
 serialised kernel), BSSY divergence regions, and the innermost loop that issues both
-products (S and P V: 16 HGMMA at d128): its instruction count and how much of it runs on the uniform
-datapath (U* instructions). A change to the consumer once kept every HGMMA pipelined and
-still slowed the kernel 4-8% because ptxas moved the loop's ring-slot arithmetic from
-uniform to vector registers (bench/results/2026-12-04-h200-run29); compare before and after
-a change, e.g. with --templates pointing at a copy of the old templates.
+products (S and P V: 16 HGMMA at d128): its instruction count, how much of it runs on the
+uniform datapath (U* instructions), how many a step executes without the boundary mask and
+O's rescale, and how many of its exponentials run before the wait for P V. A change to the consumer once kept every HGMMA pipelined and still slowed the kernel
+4-8% because ptxas moved the loop's ring-slot arithmetic from uniform to vector registers
+(bench/results/2026-12-04-h200-run29); compare before and after a change, e.g. with
+--templates pointing at a copy of the old templates.
 
 Needs nvcc (/usr/local/cuda/bin) and nvdisasm: pip install nvidia-cuda-nvdisasm, or --nvdisasm.
 """
@@ -75,6 +76,47 @@ def product_loop(instrs, labels):
     return best
 
 
+def common_path(instrs, labels, loop):
+    """Instructions one K/V step executes when it needs neither the boundary mask nor O's
+    rescale: forward branches over a block that sets -inf (the mask) or holds 32 or more FMULs
+    (the rescale) are taken, other conditional branches (mbarrier retries) are not."""
+    texts = [t for _, t in instrs]
+    start = next((i for i in range(len(texts) - len(loop) + 1) if texts[i:i + len(loop)] == loop), None)
+    if not loop or start is None:
+        return 0
+    seg = instrs[start:start + len(loop)]
+    index = {a: k for k, (a, _) in enumerate(seg)}
+    k = count = 0
+    while k < len(seg):
+        addr, text = seg[k]
+        count += 1
+        m = BRANCH.search(text)
+        target = labels.get(m.group(1)) if m else None
+        if target is not None and target < addr:
+            break  # the back edge: one step done
+        if target is not None and target in index:
+            skipped = [t for _, t in seg[k + 1:index[target]]]
+            rare = (any("-0x800000" in t or "0xff800000" in t for t in skipped)
+                    or sum(t.startswith("FMUL") for t in skipped) >= 32)
+            if not text.startswith("@") or rare:
+                k = index[target]
+                continue
+        k += 1
+    return count
+
+
+def under_pv(loop):
+    """How many of the loop's exponentials (MUFU.EX2) ptxas placed before the first wait for
+    every product (DEPBAR.LE gsb0, 0x0, the P V wait): only those run while this warpgroup's
+    P V does. At 6ae3d42..bbfbea0 ptxas hoisted that wait above the whole softmax of every
+    Hopper kernel (0 of N)."""
+    waits = [i for i, t in enumerate(loop) if "DEPBAR.LE gsb0, 0x0" in t]
+    exps = [i for i, t in enumerate(loop) if "MUFU.EX2" in t]
+    if not waits:
+        return f"no wait for every product in the loop, {len(exps)} MUFU.EX2"
+    return f"{sum(i < waits[0] for i in exps)} of {len(exps)} MUFU.EX2 before the first P V wait"
+
+
 def report(spec, args, work):
     src = os.path.join(work, spec + ".cu")
     cubin = os.path.join(work, spec + ".cubin")
@@ -108,7 +150,9 @@ def report(spec, args, work):
              f"{sum('DEPBAR.LE gsb0, 0x0' in t for t in texts)}, BSSY {sum(t.startswith('BSSY') for t in texts)}, "
              f"instructions {len(texts)}",
              f"  main loop: {len(loop)} instructions, {sum('HGMMA' in t for t in loop)} HGMMA, "
-             f"{uniform} uniform-datapath, {sum('R2UR' in t for t in loop)} R2UR"]
+             f"{uniform} uniform-datapath, {sum('R2UR' in t for t in loop)} R2UR",
+             f"  one step without mask or rescale: {common_path(instrs, labels, loop)} instructions",
+             f"  softmax under P V: {under_pv(loop)}"]
     lines += [f"  ptxas: {n}" for n in notes]
     return "\n".join(lines)
 

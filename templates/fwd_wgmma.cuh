@@ -28,9 +28,13 @@
 // every group of 8 as 0, 2, 4, 6, 1, 3, 5, 7: then the S accumulator registers
 // of a lane are the TF32 A fragment of P after swapping two of every four
 // (pack_p), with no shuffles.
-// Two overlaps hide the softmax behind the tensor cores:
+// Two overlaps are meant to hide the softmax behind the tensor cores:
 //  - inside a warpgroup, S of tile n is issued together with P V of tile n - 1
-//    and the softmax of tile n runs while P V is still in flight;
+//    and the source waits for P V only after the softmax of tile n. But
+//    ptxas places that wait (it has no operands to hold it down) above the
+//    whole softmax in every kernel here, so the softmax does not run under
+//    its own P V (scripts/sass_mainloop.py: "softmax under P V: 0 of 66" at
+//    d128); bench/results/2026-12-04-h200-run67 plans the fix's measurement;
 //  - between warpgroups (ping-pong), one named barrier per consumer passes
 //    the turn on the tensor cores round the consumers, so one warpgroup's
 //    products run during the others' softmax.
