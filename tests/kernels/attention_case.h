@@ -3,6 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -22,6 +25,9 @@ struct AttentionCase {
   int batch = 2, heads = 3, seqlen_q = 128, seqlen_k = 128;
   bool bhsd = false;                 ///< [B, H, S, D] instead of [B, S, H, D]
   std::vector<int> seqlens_k;        ///< per-batch key lengths (empty: none)
+  /// Scores that grow along the keys by about this many nats per 128 keys
+  /// (0: plain random inputs); see grow_scores.
+  double score_growth = 0;
   uint64_t seed = 1;
 
   std::string name() const {
@@ -29,7 +35,7 @@ struct AttentionCase {
     s << to_string(dtype) << (dtype == DType::kF32 ? to_string(precision) : "") << " d" << head_dim
       << (causal ? " causal" : "") << " B" << batch << " H" << heads << " Sq" << seqlen_q << " Sk"
       << seqlen_k << (bhsd ? " bhsd" : " bshd") << (seqlens_k.empty() ? "" : " seqlens_k")
-      << " seed" << seed;
+      << (score_growth > 0 ? " growth " + std::to_string(score_growth) : "") << " seed" << seed;
     return s.str();
   }
   Problem problem() const {
@@ -59,6 +65,43 @@ inline AttentionCase make_case(DType dtype, Precision precision, int head_dim, i
   c.causal = causal;
   c.seed = seed;
   return c;
+}
+
+/// Rounds to the nearest TF32 value (10 mantissa bits), so that the TF32
+/// tensor cores multiply the reference's exact inputs.
+inline float round_to_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u = (u + 0x1000u) & ~0x1fffu;
+  std::memcpy(&x, &u, sizeof u);
+  return x;
+}
+
+/// Makes the scores of every row grow along the keys by about
+/// c.score_growth nats per 128 keys: column 0 of Q becomes 2 + |q| (mean about
+/// 2.8, one sign for every row) and column 0 of key j becomes g * j. The row
+/// max then moves by more than a tile's worth again and again, unlike with
+/// plain normal inputs, where it settles in the first tiles. TF32 cases take
+/// inputs that TF32 represents exactly: else the rounding of scores of tens
+/// of nats would dominate the error. Q, K and V are [B, S, H, D].
+inline void grow_scores(const AttentionCase& c, std::vector<float>& q, std::vector<float>& k,
+                        std::vector<float>& v) {
+  const int D = c.head_dim;
+  const double g = c.score_growth * std::sqrt(double(D)) / (2.8 * 128.0);
+  auto round = [&](float x) {
+    if (c.dtype == DType::kBF16) return bf16_to_f32(f32_to_bf16(x));
+    if (c.dtype == DType::kF16) return f16_to_f32(f32_to_f16(x));
+    return c.precision == Precision::kTF32 ? round_to_tf32(x) : x;
+  };
+  for (size_t i = 0; i < q.size(); i += D) q[i] = round(2.f + std::fabs(q[i]));
+  for (size_t i = 0; i < k.size(); i += D) {
+    const size_t key = (i / D / c.heads) % c.seqlen_k;
+    k[i] = round(float(g * double(key)));
+  }
+  if (c.precision == Precision::kTF32) {
+    for (auto* t : {&q, &k, &v})
+      for (float& x : *t) x = round_to_tf32(x);
+  }
 }
 
 /// [B, S, H, D] host data -> device bytes in the case's layout.

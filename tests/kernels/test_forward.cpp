@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "compiler/tile_config.h"
 #include "tests/kernels/attention_case.h"
@@ -41,9 +42,10 @@ ForwardCheck run_forward(const AttentionCase& c, Context& ctx) {
   const Problem p0 = c.problem();
   const size_t q_elems = size_t(c.batch) * c.seqlen_q * c.heads * c.head_dim;
   const size_t k_elems = size_t(c.batch) * c.seqlen_k * c.heads * c.head_dim;
-  const auto q = random_inputs(q_elems, c.dtype, c.seed * 3 + 0);
-  const auto k = random_inputs(k_elems, c.dtype, c.seed * 3 + 1);
-  const auto v = random_inputs(k_elems, c.dtype, c.seed * 3 + 2);
+  auto q = random_inputs(q_elems, c.dtype, c.seed * 3 + 0);
+  auto k = random_inputs(k_elems, c.dtype, c.seed * 3 + 1);
+  auto v = random_inputs(k_elems, c.dtype, c.seed * 3 + 2);
+  if (c.score_growth > 0) grow_scores(c, q, k, v);
 
   auto dq = upload(to_layout(q, c, c.seqlen_q));
   auto dk = upload(to_layout(k, c, c.seqlen_k));
@@ -211,6 +213,27 @@ TEST_CASE("forward: long and ragged sequences of the seed grid", "[gpu][fwd]") {
           c.seed = 100 + s;
           check_case(c);
         }
+      }
+    }
+  }
+}
+
+// Plain normal inputs settle each row's max within the first K/V tiles; here
+// it keeps moving, so that the online softmax's rescale of O (and any
+// skipping of it) runs at every step, for some rows of a warp and not others.
+TEST_CASE("forward: scores that grow along the keys keep moving the row max", "[gpu][fwd]") {
+  // Not f32-IEEE: scores of up to ~170 nats carry fp32 rounding of ~1e-5 relative, its tolerance.
+  for (const Math& m : {kMaths[0], kMaths[1], kMaths[2]}) {
+    for (int hd : kSupportedHeadDims) {
+      // Growth 3 nats per 128 keys: a row's max moves by 2^8 about every
+      // other tile, and in most steps some rows of a warp do and others do
+      // not (a numpy model of the tiles: 24-51% of rows, 82-99% of warps per
+      // step); growth 6: most rows at every step.
+      for (auto [sq, sk, causal, growth] :
+           {std::tuple{1000, 1000, false, 3.0}, std::tuple{1500, 600, true, 6.0}, std::tuple{300, 2000, false, 3.0}}) {
+        AttentionCase c = make_case(m.dtype, m.precision, hd, sq, sk, causal, 11 + hd + sq);
+        c.score_growth = growth;
+        check_case(c);
       }
     }
   }
