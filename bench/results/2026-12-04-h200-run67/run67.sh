@@ -1,31 +1,54 @@
 #!/usr/bin/env bash
-# Run 67 (planned; the device was not lent again in session 2026-12-04 after run 66).
-#  1. The committed build (.dist): stream-K's shares are main's floor(total * cta / grid) again, in 32-bit
-#     arithmetic; run 66's formula moved the TF32 s600 split points and measured 2% slower there. The
-#     stream-K GPU tests, then TF32 d128 s600/1500 and bf16 d64 s4096 against main (.dist-0 = 6ae3d42).
-#  2. Two main-loop trims for the two-consumer kernels, aimed at the d128 ragged cells (issue 6 wants 1.1x
-#     the best peer; run 66: s1500 1.104x, s3000 1.096x): .dist-Q = q-shuffled-q-address.patch (Q's
-#     descriptors on the uniform datapath: d128 loop 647 -> 634 instructions), .dist-T = t-tree-row-max.patch
-#     (the row max as a tree). Build each on the CPU machine: git apply PATCH; make -C build flashjit-bench;
-#     strip -o .dist-X/bin/flashjit-bench build/flashjit-bench; git checkout templates.
-# Carry [".dist", ".dist-0", ".dist-Q", ".dist-T"].
+# Run 67 (planned; no device was lent in the sessions of 2026-12-04 after run 66). Two device calls:
+#   bash bench/results/2026-12-04-h200-run67/run67.sh 1    then    ... run67.sh 2
+# with carry [".dist", ".dist-0", ".dist-L", ".dist-W", ".dist-Q", ".dist-T"], built on the CPU machine by
+# build.sh in this folder. What it measures (README.md says why):
+#  A. .dist-L (l-lazy-rescale.patch): lazy O rescaling plus the P V wait placed after the softmax (ptxas had
+#     hoisted it above the whole softmax in every Hopper kernel). .dist-W (w-wait-after-softmax.patch): the
+#     wait's placement alone, O rescaled every step. Every [fwd] GPU test on L first (call 1) and on W (call 2).
+#  B. The committed build (.dist): the stream-K GPU tests and the new growing-score test; TF32 s600 against
+#     main (.dist-0 = 6ae3d42), whose share formula it restores.
+#  C. .dist-Q / .dist-T: two two-consumer main-loop trims at d128 (call 2, d128 cells only).
+# Each call packs $OUT/run67-<call>.tgz; extract both into this folder.
 set -uo pipefail
+call=${1:?call 1 or 2}
 start=$(date +%s); el() { echo $(( $(date +%s) - start )); }
-O=$OUT/run67; mkdir -p $O
-FLASHJIT_CACHE_DIR=/tmp/fjc-new timeout 200 .dist/bin/flashjit_gpu_tests "forward: stream-K*","forward: the 16-bit head_dim 64 kernel*" -r compact > $O/sk-tests.txt 2>&1; echo "tests exit $? (t=$(el))"; tail -2 $O/sk-tests.txt
-F="--dtypes float32 --head-dims 128 --seqs 600,1500 --causal 0 --modes fwd"
-H="--dtypes bfloat16 --head-dims 128 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
-B="--dtypes bfloat16 --head-dims 64 --seqs 4096 --causal 0 --modes fwd"
-for pass in 1 2; do
-  for v in new main Q T; do
-    D=.dist; [ $v = main ] && D=.dist-0; [ $v = Q ] && D=.dist-Q; [ $v = T ] && D=.dist-T
-    [ -x $D/bin/flashjit-bench ] || continue
-    for g in F H B; do
-      FLASHJIT_CACHE_DIR=/tmp/fjc-$v timeout 60 $D/bin/flashjit-bench ${!g} --tag $v --out $O/$v-$g-p$pass.json > $O/$v-$g-p$pass.out 2>&1 || echo "$v $g $pass failed $?"
-    done
+O=$OUT/run67-$call; mkdir -p $O
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > $O/gpu.txt 2>&1
+H="--dtypes bfloat16 --head-dims 64,128 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
+H128="--dtypes bfloat16 --head-dims 128 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
+K="--dtypes bfloat16 --head-dims 128 --seqs 8192 --causal 1 --modes fwd"
+F="--dtypes float32 --head-dims 128 --seqs 600,1500,8192 --causal 0 --modes fwd"
+bench() {  # variant dist group pass
+  FLASHJIT_CACHE_DIR=/tmp/fjc-$1 timeout 90 $2/bin/flashjit-bench ${!3} --tag $1 --out $O/$1-$3-p$4.json \
+    > $O/$1-$3-p$4.out 2>&1 || echo "$1 $3 pass $4 failed $?"
+}
+if [ "$call" = 1 ]; then
+  FLASHJIT_CACHE_DIR=/tmp/fjc-L timeout 200 .dist-L/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/L-fwd-tests.txt 2>&1
+  echo "L [fwd] exit $? (t=$(el))"; tail -2 $O/L-fwd-tests.txt
+  FLASHJIT_CACHE_DIR=/tmp/fjc-new timeout 120 .dist/bin/flashjit_gpu_tests "forward: stream-K*","forward: the 16-bit head_dim 64 kernel*","forward: scores that grow*" -r compact > $O/new-tests.txt 2>&1
+  echo "new: stream-K and growing-score tests exit $? (t=$(el))"; tail -2 $O/new-tests.txt
+  for v in new L W; do
+    D=.dist; [ $v != new ] && D=.dist-$v
+    for g in H K F; do bench $v $D $g 1; done
+    echo "$v pass 1 (t=$(el))"
   done
-  echo "pass $pass (t=$(el))"
-done
-timeout 60 python3 bench/peers.py --framework torch --impls torch_cudnn $H --out $O/torch-H.json > $O/torch-H.out 2>&1; echo "torch exit $? (t=$(el))"
-grep "TFLOP/s (" $O/*.out | sed "s|$O/||" | sort | tee $O/summary.txt
-tar czf $OUT/run67.tgz -C $OUT run67 && rm -rf $O && echo packed
+  bench main .dist-0 F 1
+else
+  FLASHJIT_CACHE_DIR=/tmp/fjc-W timeout 200 .dist-W/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/W-fwd-tests.txt 2>&1
+  echo "W [fwd] exit $? (t=$(el))"; tail -2 $O/W-fwd-tests.txt
+  for v in W L new; do
+    D=.dist; [ $v != new ] && D=.dist-$v
+    for g in H K F; do bench $v $D $g 2; done
+    echo "$v pass 2 (t=$(el))"
+  done
+  bench main .dist-0 F 2
+  for v in Q T; do [ -x .dist-$v/bin/flashjit-bench ] && bench $v .dist-$v H128 2; done
+  echo "Q T (t=$(el))"
+  timeout 100 python3 bench/peers.py --framework torch --impls torch_cudnn $H --out $O/torch-H.json > $O/torch-H.out 2>&1; echo "torch H exit $? (t=$(el))"
+  timeout 40 python3 bench/peers.py --framework torch --impls torch_cudnn $K --out $O/torch-K.json > $O/torch-K.out 2>&1; echo "torch K exit $? (t=$(el))"
+  timeout 70 python3 bench/peers.py --framework jax --impls jax_xla $F --out $O/jax-F.json > $O/jax-F.out 2>&1; echo "jax F exit $? (t=$(el))"
+fi
+grep "TFLOP/s (" $O/*.out | sed "s|$O/||" | sort > $O/summary.txt; wc -l < $O/summary.txt
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv >> $O/gpu.txt 2>&1
+tar czf $OUT/run67-$call.tgz -C $OUT run67-$call && rm -rf $O && echo packed
