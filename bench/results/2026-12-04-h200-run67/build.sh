@@ -2,8 +2,7 @@
 # Builds run 67's binaries on the CPU machine (no GPU needed), from a clean checkout of the commit that holds
 # this file: .dist = HEAD (bench, GPU tests, CLIs), .dist-0 = main 6ae3d42 (bench), and one directory per patch
 # in this folder, .dist-<first letter, upper case> (bench and GPU tests): L = l-lazy-rescale.patch,
-# M = m-lazy-rescale-every-kernel.patch, W = w-wait-after-softmax.patch, Q = q-shuffled-q-address.patch,
-# T = t-tree-row-max.patch. Only the embedded
+# M = m-lazy-rescale-every-kernel.patch, N = n-lazy-rescale-uniform-q.patch, W = w-wait-after-softmax.patch. Only the embedded
 # templates differ between variants, so each variant relinks in seconds once build/ is configured.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -14,7 +13,7 @@ targets="flashjit-bench flashjit_gpu_tests flashjit-cli flashjit-warmup"
 make -C build -j"$(nproc)" $targets
 rm -rf .dist && cmake --install build --prefix .dist --strip > /dev/null && rm -rf .dist/lib .dist/include
 cp build/tests/flashjit_gpu_tests .dist/bin/ && strip .dist/bin/flashjit_gpu_tests
-for patch in l-lazy-rescale m-lazy-rescale-every-kernel w-wait-after-softmax q-shuffled-q-address t-tree-row-max; do
+for patch in l-lazy-rescale m-lazy-rescale-every-kernel n-lazy-rescale-uniform-q w-wait-after-softmax; do
   v=$(echo "${patch:0:1}" | tr a-z A-Z)
   git apply "$here/$patch.patch"
   if make -C build -j"$(nproc)" flashjit-bench flashjit_gpu_tests > /tmp/run67-build-$v.log 2>&1; then

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Run 67 (planned; no device was lent in the sessions of 2026-12-04 after run 66). Two device calls:
 #   bash bench/results/2026-12-04-h200-run67/run67.sh 1    then    ... run67.sh 2
-# with carry [".dist", ".dist-0", ".dist-L", ".dist-M", ".dist-W", ".dist-Q", ".dist-T"], built on the CPU
-# machine by build.sh in this folder. What it measures (README.md says why):
-#  A. .dist-L (l-lazy-rescale.patch): lazy O rescaling plus the P V wait placed after the softmax (ptxas had
-#     hoisted it above the whole softmax in every Hopper kernel), not in the 16-bit _sk kernels; .dist-M
-#     (m-lazy-rescale-every-kernel.patch): the same in every kernel, each role taking the shared storage's
-#     address after setmaxnreg; .dist-W (w-wait-after-softmax.patch): the wait's placement alone, O rescaled
-#     every step. Every [fwd] GPU test on L (call 1) and on M (call 2); W only if it is to land.
+# with carry [".dist", ".dist-0", ".dist-L", ".dist-M", ".dist-N", ".dist-W"], built on the CPU machine by
+# build.sh in this folder. What it measures (README.md says why):
+#  A. The P V wait placed after the softmax (ptxas had hoisted it above the whole softmax in every Hopper
+#     kernel) with lazy O rescaling: .dist-L (l-lazy-rescale.patch; not in the 16-bit _sk kernels), .dist-M
+#     (m-lazy-rescale-every-kernel.patch: every kernel, each role taking the shared storage's address after
+#     setmaxnreg), .dist-N (n-lazy-rescale-uniform-q.patch: M plus Q's address through a shuffle in
+#     two-consumer kernels), .dist-W (w-wait-after-softmax.patch: the wait's placement alone, O rescaled every
+#     step). Every [fwd] GPU test on L and N (call 1) and on M (call 2); W only if it is to land.
 #  B. The committed build (.dist): the stream-K GPU tests and the new growing-score test; TF32 s600 against
 #     main (.dist-0 = 6ae3d42), whose share formula it restores.
-#  C. .dist-Q / .dist-T: two two-consumer main-loop trims at d128 (call 2, d128 cells only, if time is left).
 # Each call packs $OUT/run67-<call>.tgz; extract both into this folder.
 set -uo pipefail
 call=${1:?call 1 or 2}
@@ -18,7 +18,6 @@ start=$(date +%s); el() { echo $(( $(date +%s) - start )); }
 O=$OUT/run67-$call; mkdir -p $O
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > $O/gpu.txt 2>&1
 H="--dtypes bfloat16 --head-dims 64,128 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
-H128="--dtypes bfloat16 --head-dims 128 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
 K="--dtypes bfloat16 --head-dims 128 --seqs 8192 --causal 1 --modes fwd"
 F="--dtypes float32 --head-dims 128 --seqs 600,1500,8192 --causal 0 --modes fwd"
 bench() {  # variant dist group pass
@@ -29,31 +28,32 @@ bench() {  # variant dist group pass
 # packing at the end must still run (a variant's pass takes ~55 s; one bench is cut at 90 s).
 before() { [ "$(el)" -lt "$1" ]; }
 if [ "$call" = 1 ]; then
-  FLASHJIT_CACHE_DIR=/tmp/fjc-L timeout 200 .dist-L/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/L-fwd-tests.txt 2>&1
-  echo "L [fwd] exit $? (t=$(el))"; tail -2 $O/L-fwd-tests.txt
-  FLASHJIT_CACHE_DIR=/tmp/fjc-new timeout 120 .dist/bin/flashjit_gpu_tests "forward: stream-K*","forward: the 16-bit head_dim 64 kernel*","forward: scores that grow*" -r compact > $O/new-tests.txt 2>&1
+  for v in L N; do
+    FLASHJIT_CACHE_DIR=/tmp/fjc-$v timeout 150 .dist-$v/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/$v-fwd-tests.txt 2>&1
+    echo "$v [fwd] exit $? (t=$(el))"; tail -2 $O/$v-fwd-tests.txt
+  done
+  FLASHJIT_CACHE_DIR=/tmp/fjc-new timeout 100 .dist/bin/flashjit_gpu_tests "forward: stream-K*","forward: the 16-bit head_dim 64 kernel*","forward: scores that grow*" -r compact > $O/new-tests.txt 2>&1
   echo "new: stream-K and growing-score tests exit $? (t=$(el))"; tail -2 $O/new-tests.txt
-  for v in new L M W; do
-    before 430 || { echo "skipped $v pass 1"; continue; }
+  for v in new N M L W; do
+    before 460 || { echo "skipped $v pass 1"; continue; }
     D=.dist; [ $v != new ] && D=.dist-$v
     for g in H K F; do bench $v $D $g 1; done
     echo "$v pass 1 (t=$(el))"
   done
   before 520 && bench main .dist-0 F 1
 else
-  FLASHJIT_CACHE_DIR=/tmp/fjc-M timeout 200 .dist-M/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/M-fwd-tests.txt 2>&1
+  FLASHJIT_CACHE_DIR=/tmp/fjc-M timeout 150 .dist-M/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/M-fwd-tests.txt 2>&1
   echo "M [fwd] exit $? (t=$(el))"; tail -2 $O/M-fwd-tests.txt
-  for v in M L new W; do
-    before 420 || { echo "skipped $v pass 2"; continue; }
+  timeout 100 python3 bench/peers.py --framework torch --impls torch_cudnn $H --out $O/torch-H.json > $O/torch-H.out 2>&1; echo "torch H exit $? (t=$(el))"
+  for v in W L M N new; do
+    before 460 || { echo "skipped $v pass 2"; continue; }
     D=.dist; [ $v != new ] && D=.dist-$v
     for g in H K F; do bench $v $D $g 2; done
     echo "$v pass 2 (t=$(el))"
   done
-  timeout 100 python3 bench/peers.py --framework torch --impls torch_cudnn $H --out $O/torch-H.json > $O/torch-H.out 2>&1; echo "torch H exit $? (t=$(el))"
   before 530 && { timeout 40 python3 bench/peers.py --framework torch --impls torch_cudnn $K --out $O/torch-K.json > $O/torch-K.out 2>&1; echo "torch K exit $? (t=$(el))"; }
   before 500 && { timeout 70 python3 bench/peers.py --framework jax --impls jax_xla $F --out $O/jax-F.json > $O/jax-F.out 2>&1; echo "jax F exit $? (t=$(el))"; }
-  before 520 && bench main .dist-0 F 2
-  for v in Q T; do before 520 && [ -x .dist-$v/bin/flashjit-bench ] && bench $v .dist-$v H128 2; done
+  before 530 && bench main .dist-0 F 2
   echo "optional stages done (t=$(el))"
 fi
 grep "TFLOP/s (" $O/*.out | sed "s|$O/||" | sort > $O/summary.txt; wc -l < $O/summary.txt
