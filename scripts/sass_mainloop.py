@@ -7,8 +7,9 @@ injected waits), HGMMA and 'gsb0' waits in the kernel (a wait after every HGMMA 
 serialised kernel), BSSY divergence regions, and the innermost loop that issues both
 products (S and P V: 16 HGMMA at d128): its instruction count, how much of it runs on the
 uniform datapath (U* instructions), how many a step executes without the boundary mask and
-O's rescale, and how many of its exponentials run before the wait for P V. A change to the consumer once kept every HGMMA pipelined and still slowed the kernel
-4-8% because ptxas moved the loop's ring-slot arithmetic from uniform to vector registers
+O's rescale, and how many of its exponentials run before the wait for P V. A change to the
+consumer once kept every HGMMA pipelined and still slowed the kernel 4-8% because ptxas moved
+the loop's ring-slot arithmetic from uniform to vector registers
 (bench/results/2026-12-04-h200-run29); compare before and after a change, e.g. with
 --templates pointing at a copy of the old templates.
 
@@ -93,7 +94,10 @@ def common_path(instrs, labels, loop):
         m = BRANCH.search(text)
         target = labels.get(m.group(1)) if m else None
         if target is not None and target < addr:
-            break  # the back edge: one step done
+            if k == len(seg) - 1:
+                break  # the loop's back edge: one step done
+            k += 1  # an inner retry loop: not taken
+            continue
         if target is not None and target in index:
             skipped = [t for _, t in seg[k + 1:index[target]]]
             rare = (any("-0x800000" in t or "0xff800000" in t for t in skipped)
