@@ -2,8 +2,8 @@
 # Builds run 67's binaries on the CPU machine (no GPU needed), from a clean checkout of the commit that holds
 # this file: .dist = HEAD (bench, GPU tests, CLIs), .dist-0 = main 6ae3d42 (bench), and one directory per patch
 # in this folder, .dist-<first letter, upper case> (bench and GPU tests): L = l-lazy-rescale.patch,
-# M = m-lazy-rescale-every-kernel.patch, N = n-lazy-rescale-uniform-q.patch, W = w-wait-after-softmax.patch. Only the embedded
-# templates differ between variants, so each variant relinks in seconds once build/ is configured.
+# M = m-lazy-rescale-every-kernel.patch, N = n-lazy-rescale-uniform-q.patch, W = w-wait-after-softmax.patch.
+# Only the embedded templates differ between variants, so each relinks in seconds once build/ is configured.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 here=bench/results/2026-12-04-h200-run67
