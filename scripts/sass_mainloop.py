@@ -131,10 +131,18 @@ def report(spec, args, work):
     link = os.path.join(inc, "flashjit")
     if not os.path.lexists(link):
         os.symlink(os.path.abspath(args.templates), link)
-    ptxas = subprocess.run([args.nvcc, "-std=c++17", "-cubin", "-arch=sm_90a", "-I" + inc, "-Xptxas", "-v",
-                            "-diag-suppress", "177", src, "-o", cubin], capture_output=True, text=True)
+    if args.nvrtc:
+        # The PTX the library's NVRTC writes (templates embedded in the CLI at its build), then ptxas.
+        ptx = os.path.join(work, spec + ".ptx")
+        with open(ptx, "w") as f:
+            subprocess.run([args.flashjit, "ptx", spec], stdout=f, stderr=subprocess.DEVNULL, check=True)
+        ptxas = subprocess.run([os.path.join(os.path.dirname(args.nvcc), "ptxas"), "-arch=sm_90a", "-v", ptx,
+                                "-o", cubin], capture_output=True, text=True)
+    else:
+        ptxas = subprocess.run([args.nvcc, "-std=c++17", "-cubin", "-arch=sm_90a", "-I" + inc, "-Xptxas", "-v",
+                                "-diag-suppress", "177", src, "-o", cubin], capture_output=True, text=True)
     if ptxas.returncode != 0:
-        return f"{spec}: nvcc failed\n{ptxas.stderr}"
+        return f"{spec}: compile failed\n{ptxas.stderr}"
     log = ptxas.stderr
     # The forward kernel's own section (f32 specs also hold the V^T kernel).
     section = log.split("Compiling entry function 'flashjit_fwd'", 1)[-1].split("Compiling entry function", 1)[0]
@@ -172,6 +180,9 @@ def main():
     p.add_argument("--templates", default=os.path.join(here, "..", "templates"),
                    help="the kernel templates to compile against")
     p.add_argument("--nvcc", default="/usr/local/cuda/bin/nvcc")
+    p.add_argument("--nvrtc", action="store_true",
+                   help="compile the PTX of the CLI's NVRTC (its embedded templates; --templates unused) "
+                        "instead of nvcc on the generated source")
     p.add_argument("--nvdisasm")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as work:
