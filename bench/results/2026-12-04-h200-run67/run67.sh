@@ -8,7 +8,8 @@
 #     (m-lazy-rescale-every-kernel.patch: every kernel, each role taking the shared storage's address after
 #     setmaxnreg), .dist-N (n-lazy-rescale-uniform-q.patch: M plus Q's address through a shuffle in
 #     two-consumer kernels), .dist-W (w-wait-after-softmax.patch: the wait's placement alone, O rescaled every
-#     step). Every [fwd] GPU test on L and N (call 1) and on M (call 2); W only if it is to land.
+#     step). Every [fwd] GPU test on N (call 1, before any timing) and on M (call 2); on L or W only if one
+#     of them is to land (run 66's [fwd] took ~100 s).
 #  B. The committed build (.dist): the stream-K GPU tests and the new growing-score test; TF32 s600 against
 #     main (.dist-0 = 6ae3d42), whose share formula it restores.
 # Each call packs $OUT/run67-<call>.tgz; extract both into this folder.
@@ -28,10 +29,8 @@ bench() {  # variant dist group pass
 # packing at the end must still run (a variant's pass takes ~55 s; one bench is cut at 90 s).
 before() { [ "$(el)" -lt "$1" ]; }
 if [ "$call" = 1 ]; then
-  for v in L N; do
-    FLASHJIT_CACHE_DIR=/tmp/fjc-$v timeout 150 .dist-$v/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/$v-fwd-tests.txt 2>&1
-    echo "$v [fwd] exit $? (t=$(el))"; tail -2 $O/$v-fwd-tests.txt
-  done
+  FLASHJIT_CACHE_DIR=/tmp/fjc-N timeout 200 .dist-N/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/N-fwd-tests.txt 2>&1
+  echo "N [fwd] exit $? (t=$(el))"; tail -2 $O/N-fwd-tests.txt
   FLASHJIT_CACHE_DIR=/tmp/fjc-new timeout 100 .dist/bin/flashjit_gpu_tests "forward: stream-K*","forward: the 16-bit head_dim 64 kernel*","forward: scores that grow*" -r compact > $O/new-tests.txt 2>&1
   echo "new: stream-K and growing-score tests exit $? (t=$(el))"; tail -2 $O/new-tests.txt
   for v in new N M L W; do
@@ -42,7 +41,7 @@ if [ "$call" = 1 ]; then
   done
   before 520 && bench main .dist-0 F 1
 else
-  FLASHJIT_CACHE_DIR=/tmp/fjc-M timeout 150 .dist-M/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/M-fwd-tests.txt 2>&1
+  FLASHJIT_CACHE_DIR=/tmp/fjc-M timeout 200 .dist-M/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/M-fwd-tests.txt 2>&1
   echo "M [fwd] exit $? (t=$(el))"; tail -2 $O/M-fwd-tests.txt
   timeout 100 python3 bench/peers.py --framework torch --impls torch_cudnn $H --out $O/torch-H.json > $O/torch-H.out 2>&1; echo "torch H exit $? (t=$(el))"
   for v in W L M N new; do
