@@ -4,6 +4,7 @@
 #include "compiler/tile_config.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -201,12 +202,12 @@ double modelled_cost(const KernelSpec& spec, const TileConfig& t, const FwdShape
 }
 
 // Modelled run time of the non-causal forward with tile `t` under stream-K:
-// the tiles' mean load per SM plus the splits' cost; 0 where it would not
+// the tiles' mean load per SM plus the splits' cost; none where it would not
 // split (fwd_stream_k_pays).
-double modelled_stream_k_cost(const TileConfig& t, const FwdShape& shape, int sm_count) {
+std::optional<double> modelled_stream_k_cost(const TileConfig& t, const FwdShape& shape, int sm_count) {
   const long long tiles = query_blocks(t, shape) * pairs_of(shape);
   const long long ctas = std::min<long long>(tiles, sm_count);
-  if (!fwd_stream_k_pays(tiles, ctas)) return 0;
+  if (!fwd_stream_k_pays(tiles, ctas)) return std::nullopt;
   const long long keys = padded_keys(shape.seqlen_k, t.block_n);
   const double rounds =
       double(tiles) / double(ctas) * (1 + kStreamKPlumbing) + kStreamKPieceSteps * t.block_n / double(keys);
@@ -234,11 +235,11 @@ TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shap
   const int sms = sm_count > 0 ? sm_count : kDefaultSmCount;
   const double cost_two = modelled_cost(spec, two, shape, sms);
   const double cost_three = modelled_cost(spec, kThreeConsumersD64, shape, sms);
-  const double cost_split =
-      !spec.causal && shape.split_tiles ? modelled_stream_k_cost(kThreeConsumersD64StreamK, shape, sms) : 0;
   const bool three = cost_three * kThreeConsumersMargin < cost_two;
-  const double best = three ? cost_three : cost_two;
-  if (cost_split > 0 && cost_split * kStreamKMargin < best) return kThreeConsumersD64StreamK;
+  if (!spec.causal && shape.split_tiles) {
+    const auto cost_split = modelled_stream_k_cost(kThreeConsumersD64StreamK, shape, sms);
+    if (cost_split && *cost_split * kStreamKMargin < (three ? cost_three : cost_two)) return kThreeConsumersD64StreamK;
+  }
   return three ? kThreeConsumersD64 : two;
 }
 

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -67,16 +65,6 @@ inline AttentionCase make_case(DType dtype, Precision precision, int head_dim, i
   return c;
 }
 
-/// Rounds to the nearest TF32 value (10 mantissa bits), so that the TF32
-/// tensor cores multiply the reference's exact inputs.
-inline float round_to_tf32(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  u = (u + 0x1000u) & ~0x1fffu;
-  std::memcpy(&x, &u, sizeof u);
-  return x;
-}
-
 /// Makes the scores of every row grow along the keys by about
 /// c.score_growth nats per 128 keys: column 0 of Q becomes 2 + |q| (mean about
 /// 2.8, one sign for every row) and column 0 of key j becomes g * j. The row
@@ -88,15 +76,10 @@ inline void grow_scores(const AttentionCase& c, std::vector<float>& q, std::vect
                         std::vector<float>& v) {
   const int D = c.head_dim;
   const double g = c.score_growth * std::sqrt(double(D)) / (2.8 * 128.0);
-  auto round = [&](float x) {
-    if (c.dtype == DType::kBF16) return bf16_to_f32(f32_to_bf16(x));
-    if (c.dtype == DType::kF16) return f16_to_f32(f32_to_f16(x));
-    return c.precision == Precision::kTF32 ? round_to_tf32(x) : x;
-  };
-  for (size_t i = 0; i < q.size(); i += D) q[i] = round(2.f + std::fabs(q[i]));
+  for (size_t i = 0; i < q.size(); i += D) q[i] = round_to(c.dtype, 2.f + std::fabs(q[i]));
   for (size_t i = 0; i < k.size(); i += D) {
     const size_t key = (i / D / c.heads) % c.seqlen_k;
-    k[i] = round(float(g * double(key)));
+    k[i] = round_to(c.dtype, float(g * double(key)));
   }
   if (c.precision == Precision::kTF32) {
     for (auto* t : {&q, &k, &v})

@@ -75,17 +75,30 @@ inline float f16_to_f32(uint16_t h) {
   return f;
 }
 
+/// Rounds to the nearest TF32 value (10 mantissa bits), so that the TF32
+/// tensor cores multiply the reference's exact inputs.
+inline float round_to_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u = (u + 0x1000u) & ~0x1fffu;
+  std::memcpy(&x, &u, sizeof u);
+  return x;
+}
+
+/// `x` rounded to what `dtype` can hold (f32: unchanged).
+inline float round_to(DType dtype, float x) {
+  if (dtype == DType::kBF16) return bf16_to_f32(f32_to_bf16(x));
+  if (dtype == DType::kF16) return f16_to_f32(f32_to_f16(x));
+  return x;
+}
+
 /// Standard-normal values, rounded to what `dtype` can hold (so the reference
 /// sees exactly the device's inputs).
 inline std::vector<float> random_inputs(size_t n, DType dtype, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0.f, 1.f);
   std::vector<float> v(n);
-  for (float& x : v) {
-    x = dist(rng);
-    if (dtype == DType::kBF16) x = bf16_to_f32(f32_to_bf16(x));
-    if (dtype == DType::kF16) x = f16_to_f32(f32_to_f16(x));
-  }
+  for (float& x : v) x = round_to(dtype, dist(rng));
   return v;
 }
 
