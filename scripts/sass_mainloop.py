@@ -63,29 +63,24 @@ def parse(sass):
 
 def product_loop(instrs, labels):
     """The smallest backward-branch loop that issues both products: S = Q K^T (both operands
-    from shared memory descriptors) and P V (A from registers)."""
+    from shared memory descriptors) and P V (A from registers), as (address, text) pairs."""
     best = []
     for addr, text in instrs:
         m = BRANCH.search(text)
         if not m or labels.get(m.group(1), addr + 1) >= addr:
             continue
-        body = [t for a, t in instrs if labels[m.group(1)] <= a <= addr]
-        has_s = any(S_PRODUCT.search(t) for t in body)
-        has_pv = any(PV_PRODUCT.search(t) for t in body)
+        body = [(a, t) for a, t in instrs if labels[m.group(1)] <= a <= addr]
+        has_s = any(S_PRODUCT.search(t) for _, t in body)
+        has_pv = any(PV_PRODUCT.search(t) for _, t in body)
         if has_s and has_pv and (not best or len(body) < len(best)):
             best = body
     return best
 
 
-def common_path(instrs, labels, loop):
-    """Instructions one K/V step executes when it needs neither the boundary mask nor O's
-    rescale: forward branches over a block that sets -inf (the mask) or holds 32 or more FMULs
-    (the rescale) are taken, other conditional branches (mbarrier retries) are not."""
-    texts = [t for _, t in instrs]
-    start = next((i for i in range(len(texts) - len(loop) + 1) if texts[i:i + len(loop)] == loop), None)
-    if not loop or start is None:
-        return 0
-    seg = instrs[start:start + len(loop)]
+def common_path(labels, seg):
+    """Instructions one K/V step of the loop `seg` executes when it needs neither the boundary
+    mask nor O's rescale: forward branches over a block that sets -inf (the mask) or holds 32
+    or more FMULs (the rescale) are taken, other conditional branches (mbarrier retries) are not."""
     index = {a: k for k, (a, _) in enumerate(seg)}
     k = count = 0
     while k < len(seg):
@@ -154,7 +149,8 @@ def report(spec, args, work):
                           check=True).stdout
     instrs, labels = parse(sass)
     texts = [t for _, t in instrs]
-    loop = product_loop(instrs, labels)
+    seg = product_loop(instrs, labels)
+    loop = [t for _, t in seg]
     opcodes = [next(w for w in t.split() if not w.startswith("@")) for t in loop]
     uniform = sum(op.startswith("U") for op in opcodes)
     lines = [f"{spec}: {regs.group(1) if regs else '?'} registers, spills {spills.groups() if spills else '?'}",
@@ -163,7 +159,7 @@ def report(spec, args, work):
              f"instructions {len(texts)}",
              f"  main loop: {len(loop)} instructions, {sum('HGMMA' in t for t in loop)} HGMMA, "
              f"{uniform} uniform-datapath, {sum('R2UR' in t for t in loop)} R2UR",
-             f"  one step without mask or rescale: {common_path(instrs, labels, loop)} instructions",
+             f"  one step without mask or rescale: {common_path(labels, seg)} instructions",
              f"  softmax under P V: {under_pv(loop)}"]
     lines += [f"  ptxas: {n}" for n in notes]
     return "\n".join(lines)

@@ -28,28 +28,29 @@ bench() {  # variant dist group pass
 # A stage starts only before this many seconds of the call have gone: the device cuts a call at 600 s, and the
 # packing at the end must still run (a variant's pass takes ~55 s; one bench is cut at 90 s).
 before() { [ "$(el)" -lt "$1" ]; }
+timing_pass() {  # pass variant...: groups H, K and F of each variant ("new" is .dist), while time is left
+  local pass=$1 v D; shift
+  for v in "$@"; do
+    before 460 || { echo "skipped $v pass $pass"; continue; }
+    D=.dist; [ $v != new ] && D=.dist-$v
+    for g in H K F; do bench $v $D $g $pass; done
+    echo "$v pass $pass (t=$(el))"
+  done
+}
+fwd_tests() {  # variant: every [fwd] GPU test on its build
+  FLASHJIT_CACHE_DIR=/tmp/fjc-$1 timeout 200 .dist-$1/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/$1-fwd-tests.txt 2>&1
+  echo "$1 [fwd] exit $? (t=$(el))"; tail -2 $O/$1-fwd-tests.txt
+}
 if [ "$call" = 1 ]; then
-  FLASHJIT_CACHE_DIR=/tmp/fjc-N timeout 200 .dist-N/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/N-fwd-tests.txt 2>&1
-  echo "N [fwd] exit $? (t=$(el))"; tail -2 $O/N-fwd-tests.txt
+  fwd_tests N
   FLASHJIT_CACHE_DIR=/tmp/fjc-new timeout 100 .dist/bin/flashjit_gpu_tests "forward: stream-K*","forward: the 16-bit head_dim 64 kernel*","forward: scores that grow*" -r compact > $O/new-tests.txt 2>&1
   echo "new: stream-K and growing-score tests exit $? (t=$(el))"; tail -2 $O/new-tests.txt
-  for v in new N M L W; do
-    before 460 || { echo "skipped $v pass 1"; continue; }
-    D=.dist; [ $v != new ] && D=.dist-$v
-    for g in H K F; do bench $v $D $g 1; done
-    echo "$v pass 1 (t=$(el))"
-  done
+  timing_pass 1 new N M L W
   before 520 && bench main .dist-0 F 1
 else
-  FLASHJIT_CACHE_DIR=/tmp/fjc-M timeout 200 .dist-M/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/M-fwd-tests.txt 2>&1
-  echo "M [fwd] exit $? (t=$(el))"; tail -2 $O/M-fwd-tests.txt
+  fwd_tests M
   timeout 100 python3 bench/peers.py --framework torch --impls torch_cudnn $H --out $O/torch-H.json > $O/torch-H.out 2>&1; echo "torch H exit $? (t=$(el))"
-  for v in W L M N new; do
-    before 460 || { echo "skipped $v pass 2"; continue; }
-    D=.dist; [ $v != new ] && D=.dist-$v
-    for g in H K F; do bench $v $D $g 2; done
-    echo "$v pass 2 (t=$(el))"
-  done
+  timing_pass 2 W L M N new
   before 530 && { timeout 40 python3 bench/peers.py --framework torch --impls torch_cudnn $K --out $O/torch-K.json > $O/torch-K.out 2>&1; echo "torch K exit $? (t=$(el))"; }
   before 500 && { timeout 70 python3 bench/peers.py --framework jax --impls jax_xla $F --out $O/jax-F.json > $O/jax-F.out 2>&1; echo "jax F exit $? (t=$(el))"; }
   before 530 && bench main .dist-0 F 2
