@@ -13,8 +13,10 @@
 #  B. The committed build (.dist): the stream-K GPU tests and the new growing-score test; TF32 s600 against
 #     main (.dist-0 = 6ae3d42), whose share formula it restores.
 # Each call packs $OUT/run67-<call>.tgz; extract both into this folder.
+# `run67.sh solo` (carry .dist and .dist-N only) is the one-call form where the device budget is short: N's
+# tests, HEAD and N over two alternating passes, torch cuDNN; it packs $OUT/run67-solo.tgz.
 set -uo pipefail
-call=${1:?call 1 or 2}
+call=${1:?call 1, 2 or solo}
 start=$(date +%s); el() { echo $(( $(date +%s) - start )); }
 O=$OUT/run67-$call; mkdir -p $O
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > $O/gpu.txt 2>&1
@@ -41,7 +43,17 @@ fwd_tests() {  # variant: every [fwd] GPU test on its build
   FLASHJIT_CACHE_DIR=/tmp/fjc-$1 timeout 200 .dist-$1/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/$1-fwd-tests.txt 2>&1
   echo "$1 [fwd] exit $? (t=$(el))"; tail -2 $O/$1-fwd-tests.txt
 }
-if [ "$call" = 1 ]; then
+if [ "$call" = solo ]; then
+  # One call instead of two, where the device budget left no room for both: N's [fwd] tests, then HEAD and N
+  # alternating over two passes, torch cuDNN on the same cells; L, M and W are left for a later call.
+  fwd_tests N
+  FLASHJIT_CACHE_DIR=/tmp/fjc-new timeout 60 .dist/bin/flashjit_gpu_tests "forward: scores that grow*" -r compact > $O/new-tests.txt 2>&1
+  echo "new: growing-score test exit $? (t=$(el))"; tail -2 $O/new-tests.txt
+  timing_pass 1 new N
+  timeout 100 python3 bench/peers.py --framework torch --impls torch_cudnn $H --out $O/torch-H.json > $O/torch-H.out 2>&1; echo "torch H exit $? (t=$(el))"
+  timing_pass 2 N new
+  before 540 && { timeout 40 python3 bench/peers.py --framework torch --impls torch_cudnn $K --out $O/torch-K.json > $O/torch-K.out 2>&1; echo "torch K exit $? (t=$(el))"; }
+elif [ "$call" = 1 ]; then
   fwd_tests N
   FLASHJIT_CACHE_DIR=/tmp/fjc-new timeout 100 .dist/bin/flashjit_gpu_tests "forward: stream-K*","forward: the 16-bit head_dim 64 kernel*","forward: scores that grow*" -r compact > $O/new-tests.txt 2>&1
   echo "new: stream-K and growing-score tests exit $? (t=$(el))"; tail -2 $O/new-tests.txt
