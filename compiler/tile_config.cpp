@@ -107,19 +107,21 @@ long long padded_keys(int seqlen_k, int block_n) {
   return (static_cast<long long>(seqlen_k) + block_n - 1) / block_n * block_n;
 }
 
-// Wider key tiles for 16-bit head_dim 128 (two consumers; S and P of 176
-// keys still fit 232 registers beside O). Run 46 (bench/results/2026-12-04-
-// h200-run46, bf16 B4 H8, Sq = Sk, against 128 keys): within +-2% up to 4096
-// keys, where they pad more and waste more of the causal diagonal; at 8192
-// keys 176 keys +1.8% non-causal (611-615 vs 600-604 TFLOP/s; O staged in Q's
-// rows beside two stages, one CTA per tile) and 160 keys +2.4% causal (575
-// vs 562; O apart, 231424 bytes).
-constexpr TileConfig kWideKeysD128{128, 176, 12, 2, true};
+// A wider key tile for 16-bit head_dim 128, causal only (two consumers; S
+// and P of 160 keys still fit 232 registers beside O). Run 46 (bench/
+// results/2026-12-04-h200-run46, bf16 B4 H8, Sq = Sk, against 128 keys):
+// within +-2% up to 4096 keys, where they pad more and waste more of the
+// causal diagonal; at 8192 keys 176 keys +1.8% non-causal and 160 keys +2.4%
+// causal (575 vs 562; O apart, 231424 bytes). That was with the P V wait
+// hoisted above the softmax; with it below (run 67, on the lazily rescaling
+// kernel) 128 keys win non-causal: s8192 645-649 TFLOP/s against 627 (160
+// keys) and 624 (176), s4096 631-636 against 611-612 and 591-600; causal
+// s8192 stays within noise (128 keys 583 / 594, 160 keys 587.5 / 586).
 constexpr TileConfig kWideKeysD128Causal{128, 160, 12, 2, true};
 constexpr int kWideKeysD128MinKeys = 8192;
 
-bool has_wide_keys_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec, 128); }
-TileConfig wide_keys_tile(const KernelSpec& spec) { return spec.causal ? kWideKeysD128Causal : kWideKeysD128; }
+bool has_wide_keys_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec, 128) && spec.causal; }
+TileConfig wide_keys_tile(const KernelSpec&) { return kWideKeysD128Causal; }
 
 // The 16-bit head_dim 64 tile of three consumer warpgroups: 192 query rows,
 // 128 keys (S, P and O fit the 160 registers setmaxnreg leaves each of

@@ -30,16 +30,18 @@
 // (pack_p), with no shuffles.
 // Two overlaps are meant to hide the softmax behind the tensor cores:
 //  - inside a warpgroup, S of tile n is issued together with P V of tile n - 1
-//    and the source waits for P V only after the softmax of tile n. But
-//    ptxas places that wait (it has no operands to hold it down) above the
-//    whole softmax in every kernel here, so the softmax does not run under
-//    its own P V (scripts/sass_mainloop.py: "softmax under P V: 0 of 66" at
-//    d128); bench/results/2026-12-04-h200-run67 plans the fix's measurement;
+//    and the softmax of tile n runs before the wait for that P V. ptxas
+//    places a wait with no operands to hold it down above the whole softmax
+//    (until run 67 every kernel here ran its softmax only under the other
+//    consumers' products), so the wait follows a branch of its own (see the
+//    main loop); scripts/sass_mainloop.py checks it ("softmax under P V: 66
+//    of 66" at d128). Run 67, with lazy rescaling (kLazyRescale): bf16 d128
+//    non-causal +0.6-2.1%, causal +1%, d64 +0.5%, TF32 s1500 +3.5%;
 //  - between warpgroups (ping-pong), one named barrier per consumer passes
 //    the turn on the tensor cores round the consumers, so one warpgroup's
 //    products run during the others' softmax.
-// With three consumers O's rescale to the new row max also leaves the
-// softmax's path: it runs between issuing S and P V, under S (kRescaleUnderS).
+// O's rescale to a new row max is rare with lazy rescaling; before it, three
+// consumers ran it under S (kRescaleUnderS, now off with kLazyRescale).
 // The epilogue writes O into a staging tile (its own where shared memory
 // allows, kOApart, else the consumer's rows of the Q tile, which then hold
 // up the next Q load until the store has read them) and leaves through one
@@ -531,30 +533,69 @@ struct FwdWgmmaKernel {
         }
   }
 
-  /// New running max per row (quad-reduced) and S -> P = exp2(S * scale_log2 -
-  /// max) in place; returns this lane's partial row sums of P.
-  static __device__ __forceinline__ void exponentiate(float (&acc_s)[kSRegs], const float (&row_max)[2],
+  /// Lazy rescaling (FlashAttention-4's): a row's reference max, which P, O
+  /// and the row sum are relative to, moves only where the row max grows past
+  /// it by more than 2^kLazyRescaleLog2 (one warp vote per K/V step), so
+  /// P <= 2^8 and after the first steps O's rescale (kHeadDim / 4 FMULs per
+  /// lane) is skipped. The mma.sync path measured +6.6% at D = 128 with it.
+  static constexpr bool kLazyRescale = true;
+  static constexpr float kLazyRescaleLog2 = 8.f;
+
+  /// The running max of row `half` with this tile's scores (quad-reduced).
+  static __device__ __forceinline__ float tile_row_max(const float (&acc_s)[kSRegs], int half, float row_max) {
+    float mx = row_max;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+      mx = ptx::fmax(mx, ptx::fmax(acc_s[4 * j + 2 * half], acc_s[4 * j + 2 * half + 1]));
+    }
+    return ptx::quad_max(mx);
+  }
+
+  /// S -> P = exp2(S * scale_log2 - max) in place for row `half`; returns
+  /// this lane's partial row sum of P.
+  static __device__ __forceinline__ float exponentiate_row(float (&acc_s)[kSRegs], int half, float max,
+                                                           float scale_log2) {
+    const float max_scaled = fwd::scaled_max(max, scale_log2);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& s = acc_s[4 * j + 2 * half + e];
+        s = ptx::exp2_approx(s * scale_log2 - max_scaled);  // one FFMA + MUFU.EX2
+        sum += s;
+      }
+    return sum;
+  }
+
+  /// New (reference) max per row and S -> P in place; returns this lane's
+  /// partial row sums of P and whether the warp's reference max moved
+  /// (always without kLazyRescale; warp-uniform).
+  static __device__ __forceinline__ bool exponentiate(float (&acc_s)[kSRegs], const float (&row_max)[2],
                                                       float (&new_max)[2], float (&tile_sum)[2],
                                                       float scale_log2) {
+    if constexpr (!kLazyRescale) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float mx = row_max[half];
-#pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-        mx = ptx::fmax(mx, ptx::fmax(acc_s[4 * j + 2 * half], acc_s[4 * j + 2 * half + 1]));
+      for (int half = 0; half < 2; ++half) {
+        new_max[half] = tile_row_max(acc_s, half, row_max[half]);
+        tile_sum[half] = exponentiate_row(acc_s, half, new_max[half], scale_log2);
       }
-      new_max[half] = ptx::quad_max(mx);
-      const float max_scaled = fwd::scaled_max(new_max[half], scale_log2);
-      float sum = 0.f;
+      return true;
+    } else {
+      // The reference moves per row (a row without keys yet has -inf - -inf
+      // = NaN: no growth); the vote only decides O's rescale, off the
+      // exponentials' path.
 #pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j)
+      for (int half = 0; half < 2; ++half) {
+        const float mx = tile_row_max(acc_s, half, row_max[half]);
+        new_max[half] = (mx - row_max[half]) * scale_log2 > kLazyRescaleLog2 ? mx : row_max[half];
+      }
+      const bool moved = ptx::warp_any(new_max[0] != row_max[0] || new_max[1] != row_max[1]);
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& s = acc_s[4 * j + 2 * half + e];
-          s = ptx::exp2_approx(s * scale_log2 - max_scaled);  // one FFMA + MUFU.EX2
-          sum += s;
-        }
-      tile_sum[half] = sum;
+      for (int half = 0; half < 2; ++half) {
+        tile_sum[half] = exponentiate_row(acc_s, half, new_max[half], scale_log2);
+      }
+      return moved;
     }
   }
 
@@ -564,13 +605,13 @@ struct FwdWgmmaKernel {
   /// (run 49: +1.5-2.2% non-causal, +0.6-1% causal). Two consumers: after
   /// P V has landed, beside the softmax; there the placement under S
   /// measured 0.2-2% slower (run 48).
-  static constexpr bool kRescaleUnderS = kConsumers == 3;
+  static constexpr bool kRescaleUnderS = kConsumers == 3 && !kLazyRescale;
 
   /// The running max and sums move to the new max and P joins the sums;
-  /// `correction` is the factor O must take before P V joins it. Every tile:
-  /// lazy rescaling (move the max only when it grows by > 2^8, one warp vote
-  /// per tile) measured slower on the H200 at D = 64 (s8192 439 vs 465
-  /// TFLOP/s, run 6 of bench/results/2026-12-03-h200) and within noise at D = 128.
+  /// `correction` is the factor O must take before P V joins it (1 where the
+  /// reference max stayed). Run 6 (bench/results/2026-12-03-h200) measured
+  /// lazy rescaling slower at D = 64 on an early kernel whose P V wait ptxas
+  /// had hoisted above the softmax; run 67, with the wait below it, faster.
   static __device__ __forceinline__ void update_stats(float (&row_max)[2], float (&row_sum)[2],
                                                       const float (&new_max)[2], const float (&tile_sum)[2],
                                                       float scale_log2, float (&correction)[2]) {
@@ -648,7 +689,13 @@ struct FwdWgmmaKernel {
     const int t = lane % 4;
     // Rows g and g + 8 of this warp, and their first invisible key (causal).
     const int row0 = blk.m_block * kBlockM + c * kWgmmaM + warp * 16 + g;
-    const unsigned q_addr = ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]);
+    // Two consumers: Q's address through a shuffle, so that ptxas keeps Q's
+    // descriptors on the uniform datapath (d128 step 490 -> 478 instructions)
+    // without the whole consumer index uniform (run 63: 0.5-3% slower). Three
+    // consumers take the index itself through a shuffle (see run()).
+    const unsigned q_addr = kConsumers == 2
+                                ? __shfl_sync(0xffffffffu, ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]), 0)
+                                : ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]);
     // The ring's shared addresses. Stream-K kernels add a slot's offset to
     // 32-bit bases taken once: the pieces' plumbing had moved the ring's
     // 64-bit generic address arithmetic onto the vector datapath (run 58,
@@ -747,17 +794,37 @@ struct FwdWgmmaKernel {
       release_k(s);
       release_q(n);
       if (n >= mask_begin) mask_tile(n);
-      exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
-      if constexpr (kRescaleUnderS) update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
-      ptx::wgmma_wait<0>();
-      ptx::fence_operand(acc_o);
-      ptx::fence_operand(p);
-      release_v(sp);
-      if constexpr (!kRescaleUnderS) {
-        // Both after the wait, as measured in runs 44-50 (moving the stats
-        // above it changes ptxas' schedule of the two-consumer loop).
+      const bool moved = exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
+      if constexpr (kLazyRescale) {
+        // The sums move before the wait (correction 1 where the max stayed).
         update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
-        rescale_o(acc_o, correction);
+        // In one block with the softmax, ptxas hoists the wait above it (the
+        // softmax then no longer runs under this warpgroup's P V); a branch
+        // before it holds it down. The branch is on the softmax scale, the same
+        // in every warp of the warpgroup and positive in every launch, because
+        // the wait is .aligned: every warp of the warpgroup must run the same
+        // one (`moved` is only warp-uniform).
+        if (scale_log2 > 0.f) {
+          ptx::wgmma_wait<0>();
+        } else {
+          ptx::wgmma_wait<0>();
+        }
+        ptx::fence_operand(acc_o);
+        ptx::fence_operand(p);
+        if (moved) rescale_o(acc_o, correction);
+        release_v(sp);
+      } else {
+        if constexpr (kRescaleUnderS) update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
+        ptx::wgmma_wait<0>();
+        ptx::fence_operand(acc_o);
+        ptx::fence_operand(p);
+        release_v(sp);
+        if constexpr (!kRescaleUnderS) {
+          // Both after the wait, as measured in runs 44-50 (moving the stats
+          // above it changes ptxas' schedule of the two-consumer loop).
+          update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
+          rescale_o(acc_o, correction);
+        }
       }
       pack_p(p, acc_s);
     }
@@ -1019,11 +1086,18 @@ struct FwdWgmmaKernel {
   // -------------------------------------------------------------------------
   // The kernel body.
   // -------------------------------------------------------------------------
-  static __device__ void run(const FwdTmaParams& tp) {
+  /// The shared storage, 1024-byte aligned. Each role takes it anew after
+  /// setmaxnreg (run 67's variant M): taken once above, ptxas kept it live
+  /// into the producer, whose 32 registers (three-consumer padded "_sk"
+  /// kernels, lazy rescaling) then spilled it.
+  static __device__ __forceinline__ SharedStorage& shared_storage() {
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = ptx::smem_u32(smem_raw);
     const unsigned aligned = (base + kAlignSlack - 1) & ~unsigned(kAlignSlack - 1);
-    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw + (aligned - base));
+    return *reinterpret_cast<SharedStorage*>(smem_raw + (aligned - base));
+  }
+
+  static __device__ void run(const FwdTmaParams& tp) {
 
     // Three consumers: the index through a shuffle, so ptxas knows it is
     // warp-uniform and keeps Q's descriptors on the uniform datapath (run 63:
@@ -1031,6 +1105,7 @@ struct FwdWgmmaKernel {
     const int warpgroup = kConsumers == 3 ? __shfl_sync(0xffffffffu, int(threadIdx.x / kWarpgroupThreads), 0)
                                           : int(threadIdx.x / kWarpgroupThreads);
     if (threadIdx.x == 0) {
+      SharedStorage& smem = shared_storage();
       ptx::prefetch_tensor_map(&tp.tma_q);
       ptx::prefetch_tensor_map(&tp.tma_k);
       ptx::prefetch_tensor_map(&tp.tma_v);
@@ -1055,10 +1130,10 @@ struct FwdWgmmaKernel {
 
     if (warpgroup == 0) {
       ptx::setmaxnreg_dec<kProducerRegs>();
-      if (threadIdx.x == 0) produce(tp, smem);
+      if (threadIdx.x == 0) produce(tp, shared_storage());
     } else {
       ptx::setmaxnreg_inc<kConsumerRegs>();
-      consume(tp, smem, warpgroup - 1);
+      consume(tp, shared_storage(), warpgroup - 1);
     }
   }
 };
