@@ -121,7 +121,6 @@ constexpr TileConfig kWideKeysD128Causal{128, 160, 12, 2, true};
 constexpr int kWideKeysD128MinKeys = 8192;
 
 bool has_wide_keys_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec, 128) && spec.causal; }
-TileConfig wide_keys_tile(const KernelSpec&) { return kWideKeysD128Causal; }
 
 // The 16-bit head_dim 64 tile of three consumer warpgroups: 192 query rows,
 // 128 keys (S, P and O fit the 160 registers setmaxnreg leaves each of
@@ -221,7 +220,7 @@ std::optional<double> modelled_stream_k_cost(const TileConfig& t, const FwdShape
 TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k) {
   KernelSpec policy = spec;
   policy.tile = choose_tile_config(spec);
-  if (has_wide_keys_tile(policy) && seqlen_k >= kWideKeysD128MinKeys) return wide_keys_tile(spec);
+  if (has_wide_keys_tile(policy) && seqlen_k >= kWideKeysD128MinKeys) return kWideKeysD128Causal;
   if (!has_short_keys_tile(policy) || seqlen_k <= 0) return policy.tile;
   if (spec.causal) return seqlen_k <= kShortKeysCausalMaxKeys ? kShortKeysD64 : policy.tile;
   const long long wide = padded_keys(seqlen_k, policy.tile.block_n);
@@ -248,7 +247,7 @@ TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shap
 std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec) {
   KernelSpec policy = spec;
   policy.tile = choose_tile_config(spec);
-  if (has_wide_keys_tile(policy)) return {policy.tile, wide_keys_tile(spec)};
+  if (has_wide_keys_tile(policy)) return {policy.tile, kWideKeysD128Causal};
   if (!has_short_keys_tile(policy)) return {policy.tile};
   if (spec.causal) return {policy.tile, kShortKeysD64, kThreeConsumersD64};
   return {policy.tile, kShortKeysD64, kThreeConsumersD64, kThreeConsumersD64StreamK};

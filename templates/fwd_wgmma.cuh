@@ -35,13 +35,13 @@
 //    (until run 67 every kernel here ran its softmax only under the other
 //    consumers' products), so the wait follows a branch of its own (see the
 //    main loop); scripts/sass_mainloop.py checks it ("softmax under P V: 66
-//    of 66" at d128). Run 67, with lazy rescaling (kLazyRescale): bf16 d128
+//    of 66" at d128). Run 67, with lazy rescaling (kLazyRescaleLog2): bf16 d128
 //    non-causal +0.6-2.1%, causal +1%, d64 +0.5%, TF32 s1500 +3.5%;
 //  - between warpgroups (ping-pong), one named barrier per consumer passes
 //    the turn on the tensor cores round the consumers, so one warpgroup's
 //    products run during the others' softmax.
-// O's rescale to a new row max is rare with lazy rescaling; before it, three
-// consumers ran it under S (kRescaleUnderS, now off with kLazyRescale).
+// O's rescale to a new row max is rare with lazy rescaling (see
+// kLazyRescaleLog2).
 // The epilogue writes O into a staging tile (its own where shared memory
 // allows, kOApart, else the consumer's rows of the Q tile, which then hold
 // up the next Q load until the store has read them) and leaves through one
@@ -537,8 +537,8 @@ struct FwdWgmmaKernel {
   /// and the row sum are relative to, moves only where the row max grows past
   /// it by more than 2^kLazyRescaleLog2 (one warp vote per K/V step), so
   /// P <= 2^8 and after the first steps O's rescale (kHeadDim / 4 FMULs per
-  /// lane) is skipped. The mma.sync path measured +6.6% at D = 128 with it.
-  static constexpr bool kLazyRescale = true;
+  /// lane) is skipped. The mma.sync path measured +6.6% at D = 128 with it;
+  /// here run 67 measured it together with the P V wait below the softmax.
   static constexpr float kLazyRescaleLog2 = 8.f;
 
   /// The running max of row `half` with this tile's scores (quad-reduced).
@@ -570,42 +570,24 @@ struct FwdWgmmaKernel {
 
   /// New (reference) max per row and S -> P in place; returns this lane's
   /// partial row sums of P and whether the warp's reference max moved
-  /// (always without kLazyRescale; warp-uniform).
+  /// (warp-uniform). The reference moves per row (a row without keys yet
+  /// has -inf - -inf = NaN: no growth); the vote only decides O's rescale,
+  /// off the exponentials' path.
   static __device__ __forceinline__ bool exponentiate(float (&acc_s)[kSRegs], const float (&row_max)[2],
                                                       float (&new_max)[2], float (&tile_sum)[2],
                                                       float scale_log2) {
-    if constexpr (!kLazyRescale) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        new_max[half] = tile_row_max(acc_s, half, row_max[half]);
-        tile_sum[half] = exponentiate_row(acc_s, half, new_max[half], scale_log2);
-      }
-      return true;
-    } else {
-      // The reference moves per row (a row without keys yet has -inf - -inf
-      // = NaN: no growth); the vote only decides O's rescale, off the
-      // exponentials' path.
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float mx = tile_row_max(acc_s, half, row_max[half]);
-        new_max[half] = (mx - row_max[half]) * scale_log2 > kLazyRescaleLog2 ? mx : row_max[half];
-      }
-      const bool moved = ptx::warp_any(new_max[0] != row_max[0] || new_max[1] != row_max[1]);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        tile_sum[half] = exponentiate_row(acc_s, half, new_max[half], scale_log2);
-      }
-      return moved;
+    for (int half = 0; half < 2; ++half) {
+      const float mx = tile_row_max(acc_s, half, row_max[half]);
+      new_max[half] = (mx - row_max[half]) * scale_log2 > kLazyRescaleLog2 ? mx : row_max[half];
     }
+    const bool moved = ptx::warp_any(new_max[0] != row_max[0] || new_max[1] != row_max[1]);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      tile_sum[half] = exponentiate_row(acc_s, half, new_max[half], scale_log2);
+    }
+    return moved;
   }
-
-  /// Where O moves to the new max. Three consumers (head_dim 64, 160
-  /// registers each, the softmax the longer path): between issuing S = Q K^T
-  /// and P V, while the tensor cores run S, as FlashAttention-3 places it
-  /// (run 49: +1.5-2.2% non-causal, +0.6-1% causal). Two consumers: after
-  /// P V has landed, beside the softmax; there the placement under S
-  /// measured 0.2-2% slower (run 48).
-  static constexpr bool kRescaleUnderS = kConsumers == 3 && !kLazyRescale;
 
   /// The running max and sums move to the new max and P joins the sums;
   /// `correction` is the factor O must take before P V joins it (1 where the
@@ -624,7 +606,10 @@ struct FwdWgmmaKernel {
     }
   }
 
-  /// O moves to the new max (see kRescaleUnderS for where).
+  /// O moves to the new max: after the P V wait, in the warps whose vote says
+  /// a row's reference moved. Before lazy rescaling (every step) three
+  /// consumers ran it under S (run 49: +1.5-2.2% non-causal) and two after
+  /// the wait (run 48: under S 0.2-2% slower).
   static __device__ __forceinline__ void rescale_o(float (&acc_o)[kORegs], const float (&correction)[2]) {
 #pragma unroll
     for (int half = 0; half < 2; ++half)
@@ -782,11 +767,6 @@ struct FwdWgmmaKernel {
       ptx::fence_operand(acc_o);
       ptx::wgmma_fence();
       issue_qk(acc_s, q_addr, k_tile(s));
-      if constexpr (kRescaleUnderS) {
-        rescale_o(acc_o, correction);  // at n = 1, tile 0's factor meets a zero O
-        ptx::fence_operand(acc_o);
-        ptx::wgmma_fence();
-      }
       issue_pv(acc_o, p, v_tile(sp));
       pass_turn(c);
       ptx::wgmma_wait<1>();  // S done; P V of tile n - 1 may still run
@@ -795,42 +775,27 @@ struct FwdWgmmaKernel {
       release_q(n);
       if (n >= mask_begin) mask_tile(n);
       const bool moved = exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
-      if constexpr (kLazyRescale) {
-        // The sums move before the wait (correction 1 where the max stayed).
-        update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
-        // In one block with the softmax, ptxas hoists the wait above it (the
-        // softmax then no longer runs under this warpgroup's P V); a branch
-        // before it holds it down. The branch is on the softmax scale, the same
-        // in every warp of the warpgroup and positive in every launch, because
-        // the wait is .aligned: every warp of the warpgroup must run the same
-        // one (`moved` is only warp-uniform).
-        if (scale_log2 > 0.f) {
-          ptx::wgmma_wait<0>();
-        } else {
-          ptx::wgmma_wait<0>();
-        }
-        ptx::fence_operand(acc_o);
-        ptx::fence_operand(p);
-        if (moved) rescale_o(acc_o, correction);
-        release_v(sp);
-      } else {
-        if constexpr (kRescaleUnderS) update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
+      // The sums move before the wait (correction 1 where the max stayed).
+      update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
+      // In one block with the softmax, ptxas hoists the wait above it (the
+      // softmax then no longer runs under this warpgroup's P V); a branch
+      // before it holds it down. The branch is on the softmax scale, the same
+      // in every warp of the warpgroup and positive in every launch, because
+      // the wait is .aligned: every warp of the warpgroup must run the same
+      // one (`moved` is only warp-uniform).
+      if (scale_log2 > 0.f) {
         ptx::wgmma_wait<0>();
-        ptx::fence_operand(acc_o);
-        ptx::fence_operand(p);
-        release_v(sp);
-        if constexpr (!kRescaleUnderS) {
-          // Both after the wait, as measured in runs 44-50 (moving the stats
-          // above it changes ptxas' schedule of the two-consumer loop).
-          update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
-          rescale_o(acc_o, correction);
-        }
+      } else {
+        ptx::wgmma_wait<0>();
       }
+      ptx::fence_operand(acc_o);
+      ptx::fence_operand(p);
+      if (moved) rescale_o(acc_o, correction);
+      release_v(sp);
       pack_p(p, acc_s);
     }
 
     // P V of the last tile.
-    if constexpr (kRescaleUnderS) rescale_o(acc_o, correction);
     const int sl = ring_slot(it + last);
     ptx::mbarrier_wait(v_full(sl), ring_parity(it + last));
     take_turn(c);
@@ -1098,7 +1063,6 @@ struct FwdWgmmaKernel {
   }
 
   static __device__ void run(const FwdTmaParams& tp) {
-
     // Three consumers: the index through a shuffle, so ptxas knows it is
     // warp-uniform and keeps Q's descriptors on the uniform datapath (run 63:
     // +1-1.5%); two consumers measured 0.5-3% slower with it.
