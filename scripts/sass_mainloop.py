@@ -162,6 +162,10 @@ def report(spec, args, work):
              f"  one step without mask or rescale: {common_path(labels, seg)} instructions",
              f"  softmax under P V: {under_pv(loop)}"]
     lines += [f"  ptxas: {n}" for n in notes]
+    if args.dump:
+        os.makedirs(args.dump, exist_ok=True)
+        with open(os.path.join(args.dump, spec + ".loop.sass"), "w") as f:
+            f.writelines(f"{a:06x}  {t}\n" for a, t in seg)
     return "\n".join(lines)
 
 
@@ -180,6 +184,7 @@ def main():
                    help="compile the PTX of the CLI's NVRTC (its embedded templates; --templates unused) "
                         "instead of nvcc on the generated source")
     p.add_argument("--nvdisasm")
+    p.add_argument("--dump", metavar="DIR", help="also write each spec's main loop (SASS) to DIR/<spec>.loop.sass")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as work:
         for spec in args.specs:

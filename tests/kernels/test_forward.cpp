@@ -450,46 +450,58 @@ TEST_CASE("forward: stream-K splits tiles between CTAs, and where it cannot the 
   }
 }
 
-TEST_CASE("forward: the 16-bit head_dim 64 kernel with split tiles (_sk) matches the reference split or not",
-          "[gpu][fwd]") {
-  // The three-consumer tile with stream-K's code (TileConfig::stream_k),
-  // forced: split where the tiles leave a partial round (1, 3, 6, 8 and 9
-  // steps per tile; one even spec), persistent and unsplit with per-batch
-  // key lengths or under the persistent schedule; causal launches cannot
-  // take the tile and keep the policy's.
+TEST_CASE("forward: the 16-bit kernels with split tiles (_sk) match the reference split or not", "[gpu][fwd]") {
+  // The tiles with stream-K's code (TileConfig::stream_k), forced: the
+  // policy's three-consumer head_dim 64 tile and the two-consumer head_dim
+  // 128 one (run 70 times it). Split where the tiles leave a partial round
+  // (1, 3, 6, 9 and 8 steps of 128 keys per tile; one even spec): under the
+  // auto schedule where stream-K pays, under
+  // the stream-K schedule wherever it can. Persistent and unsplit with
+  // per-batch key lengths or under the persistent schedule; causal launches
+  // cannot take the tile and keep the policy's.
   if (!hopper_forward_applies()) return;
   struct Shape { int sq, sk, batch, heads; bool causal; bool ragged_keys; };
   const Shape shapes[] = {{3000, 100, 2, 5, false, false}, {1100, 300, 2, 12, false, false},
                           {2048, 700, 1, 13, false, false}, {1500, 1100, 3, 9, false, false},
                           {1536, 1024, 2, 12, false, false}, {1100, 700, 2, 12, true, false},
                           {1100, 700, 2, 12, false, true}};
-  const TileConfig split_tile{192, 128, 16, 4, true, true};
-  for (FwdSchedule schedule : {FwdSchedule::kAuto, FwdSchedule::kPersistent}) {
-    ContextOptions options;
-    options.fwd_tile = split_tile;
-    options.fwd_schedule = schedule;
-    auto ctx = Context::create(options);
-    REQUIRE(ctx.ok());
-    for (const Math& m : {kMaths[0], kMaths[1]}) {  // bf16, f16
-      for (const Shape& sh : shapes) {
-        AttentionCase c = make_case(m.dtype, m.precision, 64, sh.sq, sh.sk, sh.causal, 11 + sh.sq + sh.sk);
-        c.batch = sh.batch;
-        c.heads = sh.heads;
-        if (sh.ragged_keys) {
-          c.seqlens_k.assign(size_t(sh.batch), sh.sk);
-          c.seqlens_k[0] = sh.sk / 3;
+  struct SplitTile { int head_dim; TileConfig tile; const char* suffix; };
+  const SplitTile split_tiles[] = {{64, TileConfig{192, 128, 16, 4, true, true}, "_bm192_bn128_w16_s4_wg_sk"},
+                                   {128, TileConfig{128, 128, 12, 2, true, true}, "_bm128_bn128_w12_s2_wg_sk"}};
+  for (const SplitTile& st : split_tiles) {
+    for (FwdSchedule schedule : {FwdSchedule::kAuto, FwdSchedule::kPersistent, FwdSchedule::kStreamK}) {
+      ContextOptions options;
+      options.fwd_tile = st.tile;
+      options.fwd_schedule = schedule;
+      auto ctx = Context::create(options);
+      REQUIRE(ctx.ok());
+      for (const Math& m : {kMaths[0], kMaths[1]}) {  // bf16, f16
+        if (st.head_dim == 128 && m.dtype != DType::kBF16 && schedule != FwdSchedule::kStreamK) continue;
+        for (const Shape& sh : shapes) {
+          AttentionCase c =
+              make_case(m.dtype, m.precision, st.head_dim, sh.sq, sh.sk, sh.causal, 11 + sh.sq + sh.sk + st.head_dim);
+          c.batch = sh.batch;
+          c.heads = sh.heads;
+          if (sh.ragged_keys) {
+            c.seqlens_k.assign(size_t(sh.batch), sh.sk);
+            c.seqlens_k[0] = sh.sk / 3;
+          }
+          const ForwardCheck r = check_case(c, **ctx);
+          const long long tiles =
+              (long long)((sh.sq + st.tile.block_m - 1) / st.tile.block_m) * sh.batch * sh.heads;
+          INFO(r.spec << " ran " << to_string(r.schedule) << " on " << r.grid_ctas << " CTAs, " << tiles
+                      << " tiles");
+          if (sh.causal) {
+            CHECK(r.spec.find("_sk") == std::string::npos);
+            continue;
+          }
+          REQUIRE(r.spec.find(st.suffix) != std::string::npos);
+          const long long ctas = std::min<long long>(tiles, r.grid_ctas);
+          const bool splits =
+              !sh.ragged_keys && ((schedule == FwdSchedule::kAuto && fwd_stream_k_pays(tiles, ctas)) ||
+                                  (schedule == FwdSchedule::kStreamK && fwd_stream_k_tiles(tiles, ctas) > 0));
+          CHECK(r.schedule == (splits ? FwdSchedule::kStreamK : FwdSchedule::kPersistent));
         }
-        const ForwardCheck r = check_case(c, **ctx);
-        const long long tiles = (long long)((sh.sq + 191) / 192) * sh.batch * sh.heads;
-        INFO(r.spec << " ran " << to_string(r.schedule) << " on " << r.grid_ctas << " CTAs, " << tiles << " tiles");
-        if (sh.causal) {
-          CHECK(r.spec.find("_sk") == std::string::npos);
-          continue;
-        }
-        REQUIRE(r.spec.find("_bm192_bn128_w16_s4_wg_sk") != std::string::npos);
-        const bool splits = schedule == FwdSchedule::kAuto && !sh.ragged_keys &&
-                            fwd_stream_k_pays(tiles, std::min<long long>(tiles, r.grid_ctas));
-        CHECK(r.schedule == (splits ? FwdSchedule::kStreamK : FwdSchedule::kPersistent));
       }
     }
   }
