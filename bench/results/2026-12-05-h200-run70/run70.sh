@@ -4,6 +4,7 @@
 # Binaries: bash bench/results/2026-12-05-h200-run70/build.sh (.dist = HEAD, .dist-A = HEAD + the patch).
 #   call 1: bash bench/results/2026-12-05-h200-run70/run70.sh bench   carry [".dist", ".dist-A"]   ~430 s
 #   call 2: bash bench/results/2026-12-05-h200-run70/run70.sh tests   carry [".dist", ".dist-A"]   ~300 s
+#   after a landing: run70.sh confirm, carry [".dist"] (~450 s): every [fwd] GPU test, one pass, torch cuDNN
 # bench: two alternating passes, bf16 B4 H8 forward, flashjit-bench's float64 check on (rel_err per row: the
 # forced tiles are not the policy's), one JSON per (config, group, pass); torch cuDNN on the same cells between
 # the passes. Configs: main = .dist, its policy; A = .dist-A, its policy; sk = .dist with the split tile forced
@@ -16,10 +17,31 @@ mode=${1:-bench}
 start=$(date +%s); el() { echo $(( $(date +%s) - start )); }
 before() { [ "$(el)" -lt "$1" ]; }
 O=$OUT/run70; mkdir -p $O
-for d in .dist .dist-A; do [ -x $d/bin/flashjit-bench ] || { echo "run70: no $d/bin/flashjit-bench" >&2; exit 1; }; done
+D="--dtypes bfloat16 --head-dims 128 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
+S="--dtypes bfloat16 --head-dims 64 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
+K="--dtypes bfloat16 --head-dims 128 --seqs 8192 --causal 1 --modes fwd"
+dists=".dist .dist-A"; [ "$mode" = confirm ] && dists=.dist
+for d in $dists; do [ -x $d/bin/flashjit-bench ] || { echo "run70: no $d/bin/flashjit-bench" >&2; exit 1; }; done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > $O/gpu-$mode.txt 2>&1
 pack() { tar czf $OUT/run70-$1.tgz -C $O . && rm -f $O/*; }
 
+if [ "$mode" = confirm ]; then  # after a landing: every [fwd] GPU test on .dist, one pass of its policy, torch cuDNN
+  FLASHJIT_CACHE_DIR=/tmp/fjc-confirm timeout 260 .dist/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/confirm-fwd-tests.txt 2>&1
+  echo "[fwd] exit $? (t=$(el))"; tail -2 $O/confirm-fwd-tests.txt
+  pack confirm-tests
+  for g in D S K; do
+    FLASHJIT_CACHE_DIR=/tmp/fjc-confirm timeout 80 .dist/bin/flashjit-bench ${!g} --tag landed --out $O/landed-$g-p3.json \
+      > $O/landed-$g-p3.out 2>&1 || echo "landed $g failed $?"
+  done
+  echo "landed (t=$(el))"; grep -h "TFLOP/s (" $O/landed-*.out | awk '{print $3, $4, $5, $6, $(NF-2)}'
+  for g in D S K; do
+    before 560 && { timeout 100 python3 bench/peers.py --framework torch --impls torch_cudnn ${!g} --out $O/torch-$g-p3.json \
+      > $O/torch-$g-p3.out 2>&1; echo "torch $g exit $? (t=$(el))"; }
+  done
+  grep -h "TFLOP" $O/torch-*.out | tail -9
+  pack confirm
+  exit 0
+fi
 if [ "$mode" = tests ]; then
   FLASHJIT_CACHE_DIR=/tmp/fjc-main timeout 200 .dist/bin/flashjit_gpu_tests "forward: the 16-bit kernels with split tiles*" \
     -r compact > $O/main-sk-test.txt 2>&1
@@ -30,9 +52,6 @@ if [ "$mode" = tests ]; then
   exit 0
 fi
 
-D="--dtypes bfloat16 --head-dims 128 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
-S="--dtypes bfloat16 --head-dims 64 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
-K="--dtypes bfloat16 --head-dims 128 --seqs 8192 --causal 1 --modes fwd"
 D_SK=bm128_bn128_w12_s2_wg_sk
 S_SK=bm192_bn128_w16_s4_wg_sk
 # config group pass: one flashjit-bench process
