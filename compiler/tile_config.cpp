@@ -122,6 +122,23 @@ constexpr int kWideKeysD128MinKeys = 8192;
 
 bool has_wide_keys_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec, 128) && spec.causal; }
 
+// 16-bit head_dim 128 non-causal with stream-K's split tiles (TileConfig::
+// stream_k): the last round and a half of tiles dealt by K/V steps where
+// whole rounds would leave SMs idle and a CTA's steps are many enough to pay
+// for its extra pieces. Run 70 (bench/results/2026-12-05-h200-run70, bf16 B4
+// H8, forced against the plain tile in the same call): s8192 (2048 tiles,
+// 15.52 rounds of 132 SMs run as 16) 654-657 vs 635 TFLOP/s (+2.9-3.4%),
+// s4096 (7.76 for 8) +0.2-0.6%, s3000 (5.82 for 6) -2.2%, s1500 (2.91 for 3)
+// -9%. The split kernel's K/V step costs what the plain one's does (both
+// take the ring's addresses from 32-bit bases), and the extra pieces cost a
+// CTA about kStreamKPieceStepsD128 steps (fits all four within ~1.5%).
+constexpr TileConfig kSplitD128{128, 128, 12, 2, true, true};
+constexpr double kStreamKPieceStepsD128 = 6.0;
+// Split only where the model gains more than this (s4096: +0.6% modelled).
+constexpr double kStreamKMarginD128 = 1.015;
+
+bool has_split_d128_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec, 128) && !spec.causal; }
+
 // The 16-bit head_dim 64 tile of three consumer warpgroups: 192 query rows,
 // 128 keys (S, P and O fit the 160 registers setmaxnreg leaves each of
 // three consumers; 192 keys would not), four stages (run 43: three equal).
@@ -215,6 +232,19 @@ std::optional<double> modelled_stream_k_cost(const TileConfig& t, const FwdShape
   return rounds * t.block_m * double(keys) / tile_rate(t);
 }
 
+// Whether head_dim 128's split tile finishes a launch of `shape` sooner than
+// whole rounds of its plain tile `t`: the tiles' mean load per SM plus the
+// pieces' steps, in rounds of tiles, against the rounds the SMs run.
+bool d128_split_pays(const TileConfig& t, const FwdShape& shape, int sm_count) {
+  const long long tiles = query_blocks(t, shape) * pairs_of(shape);
+  const long long ctas = std::min<long long>(tiles, sm_count);
+  if (fwd_stream_k_tiles(tiles, ctas) == 0) return false;
+  const double steps = double(padded_keys(shape.seqlen_k, t.block_n) / t.block_n);
+  const double whole = double((tiles + ctas - 1) / ctas);
+  const double split = double(tiles) / double(ctas) + kStreamKPieceStepsD128 / steps;
+  return split * kStreamKMarginD128 < whole;
+}
+
 }  // namespace
 
 TileConfig fwd_wgmma_tile_for_keys(const KernelSpec& spec, int seqlen_k) {
@@ -232,8 +262,14 @@ TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shap
   const TileConfig two = fwd_wgmma_tile_for_keys(spec, shape.seqlen_k);
   KernelSpec policy = spec;
   policy.tile = two;
-  if (!has_short_keys_tile(policy) || shape.seqlen_q <= 0 || shape.seqlen_k <= 0) return two;
+  if (shape.seqlen_q <= 0 || shape.seqlen_k <= 0) return two;
   const int sms = sm_count > 0 ? sm_count : kDefaultSmCount;
+  if (has_split_d128_tile(policy)) {
+    TileConfig plain = kSplitD128;
+    plain.stream_k = false;
+    return two == plain && shape.split_tiles && d128_split_pays(two, shape, sms) ? kSplitD128 : two;
+  }
+  if (!has_short_keys_tile(policy)) return two;
   const double cost_two = modelled_cost(spec, two, shape, sms);
   const double cost_three = modelled_cost(spec, kThreeConsumersD64, shape, sms);
   const bool three = cost_three * kThreeConsumersMargin < cost_two;
@@ -248,6 +284,7 @@ std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec) {
   KernelSpec policy = spec;
   policy.tile = choose_tile_config(spec);
   if (has_wide_keys_tile(policy)) return {policy.tile, kWideKeysD128Causal};
+  if (has_split_d128_tile(policy)) return {policy.tile, kSplitD128};
   if (!has_short_keys_tile(policy)) return {policy.tile};
   if (spec.causal) return {policy.tile, kShortKeysD64, kThreeConsumersD64};
   return {policy.tile, kShortKeysD64, kThreeConsumersD64, kThreeConsumersD64StreamK};
@@ -283,18 +320,24 @@ FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_c
   //    noise); d128 writes O from registers, Q is free at the last S, and the
   //    static schedule measured ahead (run 55: s600 121 vs 118.5, s1500 240
   //    vs 239, s3000 273.5 vs 275, s8192 319 vs 315.5 TFLOP/s).
-  //  - Stream-K (TF32 and the 16-bit "_sk" tiles, where it pays:
-  //    fwd_stream_k_pays): run 60, TF32 s600 (160 tiles) d128 137.8 vs 120.8
+  //  - Stream-K (TF32 where it pays, fwd_stream_k_pays, and the 16-bit
+  //    "_sk" tiles): run 60, TF32 s600 (160 tiles) d128 137.8 vs 120.8
   //    TFLOP/s, d64 103 vs 90 (one CTA per tile); d64 s4096 (7.76 rounds)
   //    +2.6%, below the rule's bar. Run 66: bf16 d64 s4096 with the _sk tile
   //    460.5 vs 434 (two consumers, no split).
+  //    Run 70: bf16 d128 s8192 with its _sk tile +2.9-3.4%. A 16-bit "_sk"
+  //    tile is the policy's choice for its launch (fwd_wgmma_tile_for_shape
+  //    weighs the split there): it splits wherever the tiles leave a partial
+  //    round; TF32 kernels where whole rounds waste >= 10%.
   if (spec.causal) {
     return tiles > 2LL * sm_count && tiles <= 12LL * sm_count ? FwdSchedule::kPersistentDynamic
                                                                : FwdSchedule::kOneTilePerCta;
   }
   const bool o_apart = fwd_wgmma_o_apart(spec);
-  if (fwd_wgmma_stream_k(spec) && fwd_stream_k_pays(tiles, std::min<long long>(tiles, sm_count))) {
-    return FwdSchedule::kStreamK;
+  if (fwd_wgmma_stream_k(spec)) {
+    const long long ctas = std::min<long long>(tiles, sm_count);
+    const bool split = spec.dtype == DType::kF32 ? fwd_stream_k_pays(tiles, ctas) : fwd_stream_k_tiles(tiles, ctas) > 0;
+    if (split) return FwdSchedule::kStreamK;
   }
   const bool persistent = spec.dtype == DType::kF32 ? !o_apart : o_apart;
   return persistent ? FwdSchedule::kPersistent : FwdSchedule::kOneTilePerCta;

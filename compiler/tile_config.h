@@ -54,8 +54,10 @@ struct FwdShape {
 /// three consumer warpgroups (192 query rows, 128 keys) where a model of the
 /// padding and the waves of tiles says they finish sooner than
 /// fwd_wgmma_tile_for_keys's two, non-causal with stream-K's split tiles
-/// (TileConfig::stream_k) where shape.split_tiles and splitting pays; every
-/// other spec takes that tile.
+/// (TileConfig::stream_k) where shape.split_tiles and splitting pays; 16-bit
+/// head_dim 128 non-causal takes its split tile where shape.split_tiles and a
+/// model of whole rounds against the pieces' cost says it gains (run 70);
+/// every other spec takes that tile.
 TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shape, int sm_count);
 
 /// Hopper forward: every tile fwd_wgmma_tile_for_shape may pick for `spec`
@@ -70,8 +72,10 @@ bool fwd_wgmma_o_apart(const KernelSpec& spec);
 
 /// Hopper forward: the schedule (never kAuto) measured fastest for the spec
 /// with `tiles` (query block, head, batch) tiles on `sm_count` SMs. kStreamK
-/// only where fwd_wgmma_stream_k allows it; the launch falls back to
-/// kPersistent where its shape does not (per-batch key lengths).
+/// only where fwd_wgmma_stream_k allows it: TF32 where fwd_stream_k_pays, a
+/// 16-bit "_sk" tile (the policy weighed the split) wherever the tiles leave
+/// a partial round; the launch falls back to kPersistent where its shape does
+/// not allow it (per-batch key lengths).
 FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_count);
 
 /// Hopper forward: whether the kernel can split tiles by K/V steps

@@ -223,6 +223,17 @@ struct FwdWgmmaKernel {
   // one thread per consumer, once the TMA store has read O out of them.
   static constexpr int kQEmptyArrivals = kOInQ ? kConsumers : kConsumerWarps;
 
+  // The consumer's ring addresses (K/V slots, their full and empty barriers,
+  // Q's empty barrier) as 32-bit offsets from bases taken once, not from each
+  // slot's 64-bit generic address: 14-26 fewer instructions per K/V step.
+  // Stream-K kernels need it (run 58: their pieces moved the generic address
+  // arithmetic onto the vector datapath, 2-5% slower). Run 70 (bench/results/
+  // 2026-12-05-h200-run70, bf16 B4 H8, same call): d128 non-causal +0.4-1.4%
+  // (4096 within noise), causal s8192 +1.9-3%, the three-consumer d64 split
+  // kernel +1.8-2.4%; but the three-consumer d64 kernels without split tiles
+  // 0.8-2.8% slower, which keep the generic form.
+  static constexpr bool kRingBases32 = kConsumers == 2 || kStreamK;
+
   using Block = fwd::Block;
 
   // -------------------------------------------------------------------------
@@ -681,39 +692,38 @@ struct FwdWgmmaKernel {
     const unsigned q_addr = kConsumers == 2
                                 ? __shfl_sync(0xffffffffu, ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]), 0)
                                 : ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]);
-    // The ring's shared addresses. Stream-K kernels add a slot's offset to
-    // 32-bit bases taken once: the pieces' plumbing had moved the ring's
-    // 64-bit generic address arithmetic onto the vector datapath (run 58,
-    // 2-5% slower). The other kernels compute them as they always have.
+    // The ring's shared addresses (kRingBases32): a slot's offset added to
+    // 32-bit bases taken once, or from the generic address of the slot.
     const unsigned k_tile0 = ptx::smem_u32(&smem.k[0][0][0][0]);
     const unsigned v_tile0 = ptx::smem_u32(&smem.v[0][0][0][0]);
     const unsigned k_full0 = ptx::smem_u32(&smem.k_full[0]);
     const unsigned v_full0 = ptx::smem_u32(&smem.v_full[0]);
     const unsigned k_empty0 = ptx::smem_u32(&smem.k_empty[0]);
     const unsigned v_empty0 = ptx::smem_u32(&smem.v_empty[0]);
+    const unsigned q_empty0 = ptx::smem_u32(&smem.q_empty);
     constexpr unsigned kBarBytes = sizeof(smem.k_full[0]);
     auto k_tile = [&](int slot) {
-      if constexpr (kStreamK) return k_tile0 + slot * unsigned(sizeof(smem.k[0]));
+      if constexpr (kRingBases32) return k_tile0 + slot * unsigned(sizeof(smem.k[0]));
       else return ptx::smem_u32(&smem.k[slot][0][0][0]);
     };
     auto v_tile = [&](int slot) {
-      if constexpr (kStreamK) return v_tile0 + slot * unsigned(sizeof(smem.v[0]));
+      if constexpr (kRingBases32) return v_tile0 + slot * unsigned(sizeof(smem.v[0]));
       else return ptx::smem_u32(&smem.v[slot][0][0][0]);
     };
     auto k_full = [&](int slot) {
-      if constexpr (kStreamK) return k_full0 + slot * kBarBytes;
+      if constexpr (kRingBases32) return k_full0 + slot * kBarBytes;
       else return ptx::smem_u32(&smem.k_full[slot]);
     };
     auto v_full = [&](int slot) {
-      if constexpr (kStreamK) return v_full0 + slot * kBarBytes;
+      if constexpr (kRingBases32) return v_full0 + slot * kBarBytes;
       else return ptx::smem_u32(&smem.v_full[slot]);
     };
     auto release_k = [&](int slot) {
-      if constexpr (kStreamK) release(k_empty0 + slot * kBarBytes, lane);
+      if constexpr (kRingBases32) release(k_empty0 + slot * kBarBytes, lane);
       else release(smem.k_empty[slot], lane);
     };
     auto release_v = [&](int slot) {
-      if constexpr (kStreamK) release(v_empty0 + slot * kBarBytes, lane);
+      if constexpr (kRingBases32) release(v_empty0 + slot * kBarBytes, lane);
       else release(smem.v_empty[slot], lane);
     };
     // n counts this piece's steps: the tile's step n_begin + n.
@@ -737,7 +747,11 @@ struct FwdWgmmaKernel {
     };
     // Unless O goes through Q's rows, Q is free for the next tile once the last S is done.
     auto release_q = [&](int n) {
-      if (!kOInQ && n == last) release(smem.q_empty, lane);
+      if constexpr (!kOInQ && kRingBases32) {
+        if (n == last) release(q_empty0, lane);
+      } else if constexpr (!kOInQ) {
+        if (n == last) release(smem.q_empty, lane);
+      }
     };
 
     ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full), round & 1);

@@ -146,10 +146,10 @@ TEST_CASE("NVRTC compiles every supported spec on every arch with no spills", "[
   // bf16/f16 x hd 256, x causal x padding) beside the mma.sync spec that
   // forcing the mma path selects, the 16-bit hd 64 forward's short-key and
   // three-consumer tiles (x causal x padding), the 16-bit hd 128 causal
-  // forward's wide-key tile (x padding), and the non-causal three-consumer
-  // tile that splits tiles (x padding).
+  // forward's wide-key tile (x padding), and the non-causal tiles that split
+  // tiles, three-consumer hd 64 and two-consumer hd 128 (x padding).
   REQUIRE(all_supported_specs(Arch::kSm90).size() ==
-          all_supported_specs(Arch::kSm80).size() + 24 + 8 + 8 + 8 + 4 + 4);
+          all_supported_specs(Arch::kSm80).size() + 24 + 8 + 8 + 8 + 4 + 4 + 4);
   REQUIRE(specs.size() == 3 * all_supported_specs(Arch::kSm80).size() + all_supported_specs(Arch::kSm90).size());
   check_all(compile_all(specs));
 }

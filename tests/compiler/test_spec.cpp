@@ -176,8 +176,9 @@ TEST_CASE("seed grid covers what the seed benchmark needs", "[spec]") {
   // 2 directions x 3 maths x 2 head dims x causal x padding, and the bf16
   // head_dim 64 forward's short-key and three-consumer tiles (x causal x
   // padding), the bf16 head_dim 128 causal forward's wide-key tile and the
-  // non-causal three-consumer tile that splits tiles (x padding).
-  CHECK(specs.size() == 60);
+  // non-causal tiles that split tiles, head_dim 64's three-consumer and 128's
+  // two-consumer one (x padding).
+  CHECK(specs.size() == 62);
   std::set<std::string> names;
   for (const KernelSpec& s : specs) {
     CHECK(s.validate().ok());
@@ -203,7 +204,8 @@ TEST_CASE("launch_specs: what the runtime may launch for a spec named without it
                                  "fwd_bf16_d64_causal_even_sm90a_bm192_bn128_w16_s4_wg"});
   // Named for sm90a already: the same kernels less the mma.sync one.
   CHECK(names("fwd_bf16_d128_noncausal_padded_sm90a") ==
-        std::vector<std::string>{"fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg"});
+        std::vector<std::string>{"fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg",
+                                 "fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg_sk"});
   CHECK(names("fwd_bf16_d128_causal_padded_sm90a") ==
         std::vector<std::string>{"fwd_bf16_d128_causal_padded_sm90a_bm128_bn128_w12_s2_wg",
                                  "fwd_bf16_d128_causal_padded_sm90a_bm128_bn160_w12_s2_wg"});

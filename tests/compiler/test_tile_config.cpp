@@ -53,8 +53,8 @@ TEST_CASE("tile policy is a pure function of the spec", "[tile]") {
   }
   // bf16 and f16 head_dim 64, causal or not, even and padded: the short-key
   // and the three-consumer tiles (non-causal also with split tiles);
-  // head_dim 128 causal: the wide-key tile.
-  CHECK(key_length_tiles == 24);
+  // head_dim 128 causal: the wide-key tile; non-causal: the split tile.
+  CHECK(key_length_tiles == 28);
 }
 
 TEST_CASE("tile validation rejects oversized or malformed tiles", "[tile]") {
@@ -83,7 +83,7 @@ TEST_CASE("Hopper forward: the schedule follows the measurements", "[tile]") {
     CHECK(fwd_wgmma_schedule(spec("fwd_bf16_d128_noncausal_even_sm90a"), tiles, kSms) == FwdSchedule::kPersistent);
     CHECK(fwd_wgmma_schedule(spec("fwd_f16_d64_noncausal_padded_sm90a"), tiles, kSms) == FwdSchedule::kPersistent);
   }
-  // Only TF32 non-causal kernels can split tiles (stream-K).
+  // Of the policy tiles, TF32 non-causal kernels and the "_sk" tiles split tiles (stream-K).
   CHECK_FALSE(fwd_wgmma_stream_k(spec("fwd_bf16_d128_noncausal_even_sm90a")));
   CHECK_FALSE(fwd_wgmma_stream_k(spec("fwd_f32tf32_d128_causal_even_sm90a")));
   CHECK(fwd_wgmma_stream_k(spec("fwd_f32tf32_d128_noncausal_even_sm90a")));
@@ -329,15 +329,18 @@ TEST_CASE("Hopper forward: 16-bit head_dim 128 takes 160 keys per tile from 8192
       INFO(keys);
       const TileConfig t = fwd_wgmma_tile_for_shape(s, FwdShape{keys, keys, 32}, 132);
       CHECK(t.block_n == (causal ? 160 : 128));
+      CHECK(t.stream_k == !causal);
       CHECK(t.block_m == 128);
       KernelSpec v = s;
       v.tile = t;
       CHECK(validate_tile_config(v).ok());
       CHECK(fwd_wgmma_o_apart(v));
     }
+    // Causal: the 160-key tile; non-causal: the split tile (stream-K).
     const std::vector<TileConfig> tiles = fwd_wgmma_launch_tiles(s);
-    REQUIRE(tiles.size() == (causal ? 2u : 1u));
-    if (causal) CHECK(tiles[1].block_n == 160);
+    REQUIRE(tiles.size() == 2u);
+    CHECK(tiles[1].block_n == (causal ? 160 : 128));
+    CHECK(tiles[1].stream_k == !causal);
     // f16 too; f32 (TF32) and head_dim 256 keep theirs.
     KernelSpec h = s;
     h.dtype = DType::kF16;
@@ -357,6 +360,54 @@ TEST_CASE("Hopper forward: 16-bit head_dim 128 takes 160 keys per tile from 8192
     w.tile.block_n = 176;
     CHECK(validate_tile_config(w).ok());
   }
+}
+
+TEST_CASE("Hopper forward: 16-bit head_dim 128 non-causal splits tiles where the model says whole rounds waste more "
+          "than the pieces cost", "[tile]") {
+  const KernelSpec s = hopper_forward(128);
+  const TileConfig split{128, 128, 12, 2, true, true};
+  KernelSpec v = s;
+  v.tile = split;
+  REQUIRE(validate_tile_config(v).ok());
+  CHECK(v.to_string() == "fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg_sk");
+  CHECK(fwd_wgmma_stream_k(v));
+  const int sms = 132;
+  auto splits = [&](const KernelSpec& k, int sq, int sk, long long pairs = 32, bool may_split = true) {
+    return fwd_wgmma_tile_for_shape(k, FwdShape{sq, sk, pairs, may_split}, sms) == split;
+  };
+  // Run 70 (bf16 B4 H8, split forced): s8192 +2.9-3.4% (modelled +2.4%),
+  // s4096 +0.2-0.6% (+0.6%, under the margin), s3000 -2.2%, s1500 -9%.
+  CHECK(splits(s, 8192, 8192));
+  CHECK(splits(s, 16384, 16384));
+  for (int seq : {600, 1500, 3000, 4096}) {
+    INFO(seq);
+    CHECK_FALSE(splits(s, seq, seq));
+  }
+  // Few tiles with many steps each: 600 queries (160 tiles, 1.21 rounds for
+  // 2) over 3000 keys; not over 600 keys (5 steps each, the pieces cost more).
+  CHECK(splits(s, 600, 3000));
+  CHECK_FALSE(splits(s, 600, 600));
+  // Whole rounds (264 tiles on 132 SMs), per-batch key lengths or a schedule
+  // other than auto or streamk, causal, f16 and TF32.
+  CHECK_FALSE(splits(s, 1024, 8192, 33));
+  CHECK_FALSE(splits(s, 8192, 8192, 32, false));
+  CHECK_FALSE(fwd_wgmma_tile_for_shape(hopper_forward(128, true), FwdShape{8192, 8192, 32}, sms).stream_k);
+  KernelSpec h = s;
+  h.dtype = DType::kF16;
+  CHECK(fwd_wgmma_tile_for_shape(h, FwdShape{8192, 8192, 32}, sms).stream_k);
+  KernelSpec f = s;
+  f.dtype = DType::kF32;
+  f.precision = Precision::kTF32;
+  f.tile = choose_tile_config(f);
+  CHECK_FALSE(fwd_wgmma_tile_for_shape(f, FwdShape{8192, 8192, 32}, sms).stream_k);
+  // Without an SM count the model takes the H200's 132.
+  CHECK(fwd_wgmma_tile_for_shape(s, FwdShape{8192, 8192, 32}, 0) == split);
+  // The split tile splits wherever the tiles leave a partial round (the
+  // policy weighed it); TF32 kernels where whole rounds waste >= 10%.
+  CHECK(fwd_wgmma_schedule(v, 2048, sms) == FwdSchedule::kStreamK);
+  CHECK(fwd_wgmma_schedule(v, 1024, sms) == FwdSchedule::kStreamK);
+  CHECK(fwd_wgmma_schedule(v, 264, sms) == FwdSchedule::kPersistent);
+  CHECK(fwd_wgmma_schedule(s, 2048, sms) == FwdSchedule::kPersistent);
 }
 
 TEST_CASE("tile policy: 80 keys per tile only for the 16-bit Hopper forward at head_dim 256", "[tile]") {

@@ -414,8 +414,9 @@ TEST_CASE("forward: stream-K splits tiles between CTAs, and where it cannot the 
   // More tiles than SMs, not a multiple of them: the last round and a half
   // are dealt by K/V steps, so TF32 tiles are split between two CTAs at
   // every step count here (one step: never split; 3, 6 and 12 steps, twice
-  // that at head_dim 64). The kernels without stream-K (16-bit, causal) and
-  // launches with per-batch key lengths run persistent.
+  // that at head_dim 64). The kernels without stream-K (causal, and 16-bit
+  // where the policy keeps the plain tile) and launches with per-batch key
+  // lengths run persistent.
   if (!hopper_forward_applies()) return;
   ContextOptions options;
   options.fwd_schedule = FwdSchedule::kStreamK;
@@ -451,14 +452,13 @@ TEST_CASE("forward: stream-K splits tiles between CTAs, and where it cannot the 
 }
 
 TEST_CASE("forward: the 16-bit kernels with split tiles (_sk) match the reference split or not", "[gpu][fwd]") {
-  // The tiles with stream-K's code (TileConfig::stream_k), forced: the
-  // policy's three-consumer head_dim 64 tile and the two-consumer head_dim
-  // 128 one (run 70 times it). Split where the tiles leave a partial round
-  // (1, 3, 6, 9 and 8 steps of 128 keys per tile; one even spec): under the
-  // auto schedule where stream-K pays, under
-  // the stream-K schedule wherever it can. Persistent and unsplit with
-  // per-batch key lengths or under the persistent schedule; causal launches
-  // cannot take the tile and keep the policy's.
+  // The policy's tiles with stream-K's code (TileConfig::stream_k), forced:
+  // head_dim 64's three-consumer and head_dim 128's two-consumer tile. Under
+  // the auto and stream-K schedules they split wherever the tiles leave a
+  // partial round (1, 3, 6, 9 and 8 steps of 128 keys per tile; one even
+  // spec); persistent and unsplit with per-batch key lengths or under the
+  // persistent schedule; causal launches cannot take them and keep the
+  // policy's.
   if (!hopper_forward_applies()) return;
   struct Shape { int sq, sk, batch, heads; bool causal; bool ragged_keys; };
   const Shape shapes[] = {{3000, 100, 2, 5, false, false}, {1100, 300, 2, 12, false, false},
@@ -476,7 +476,7 @@ TEST_CASE("forward: the 16-bit kernels with split tiles (_sk) match the referenc
       auto ctx = Context::create(options);
       REQUIRE(ctx.ok());
       for (const Math& m : {kMaths[0], kMaths[1]}) {  // bf16, f16
-        if (st.head_dim == 128 && m.dtype != DType::kBF16 && schedule != FwdSchedule::kStreamK) continue;
+        if (st.head_dim == 128 && m.dtype != DType::kBF16 && schedule != FwdSchedule::kAuto) continue;
         for (const Shape& sh : shapes) {
           AttentionCase c =
               make_case(m.dtype, m.precision, st.head_dim, sh.sq, sh.sk, sh.causal, 11 + sh.sq + sh.sk + st.head_dim);
@@ -498,8 +498,7 @@ TEST_CASE("forward: the 16-bit kernels with split tiles (_sk) match the referenc
           REQUIRE(r.spec.find(st.suffix) != std::string::npos);
           const long long ctas = std::min<long long>(tiles, r.grid_ctas);
           const bool splits =
-              !sh.ragged_keys && ((schedule == FwdSchedule::kAuto && fwd_stream_k_pays(tiles, ctas)) ||
-                                  (schedule == FwdSchedule::kStreamK && fwd_stream_k_tiles(tiles, ctas) > 0));
+              !sh.ragged_keys && schedule != FwdSchedule::kPersistent && fwd_stream_k_tiles(tiles, ctas) > 0;
           CHECK(r.schedule == (splits ? FwdSchedule::kStreamK : FwdSchedule::kPersistent));
         }
       }

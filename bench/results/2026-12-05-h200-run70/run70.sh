@@ -5,6 +5,7 @@
 #   call 1: bash bench/results/2026-12-05-h200-run70/run70.sh bench   carry [".dist", ".dist-A"]   ~430 s
 #   call 2: bash bench/results/2026-12-05-h200-run70/run70.sh tests   carry [".dist", ".dist-A"]   ~300 s
 #   after a landing: run70.sh confirm, carry [".dist"] (~450 s): every [fwd] GPU test, one pass, torch cuDNN
+#   the landing against the main it replaces: run70.sh land, carry [".dist", ".dist-0"] (~400 s)
 # bench: two alternating passes, bf16 B4 H8 forward, flashjit-bench's float64 check on (rel_err per row: the
 # forced tiles are not the policy's), one JSON per (config, group, pass); torch cuDNN on the same cells between
 # the passes. Configs: main = .dist, its policy; A = .dist-A, its policy; sk = .dist with the split tile forced
@@ -20,11 +21,43 @@ O=$OUT/run70; mkdir -p $O
 D="--dtypes bfloat16 --head-dims 128 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
 S="--dtypes bfloat16 --head-dims 64 --seqs 1500,3000,4096,8192 --causal 0 --modes fwd"
 K="--dtypes bfloat16 --head-dims 128 --seqs 8192 --causal 1 --modes fwd"
-dists=".dist .dist-A"; [ "$mode" = confirm ] && dists=.dist
+dists=".dist .dist-A"; [ "$mode" = confirm ] && dists=.dist; [ "$mode" = land ] && dists=".dist .dist-0"
 for d in $dists; do [ -x $d/bin/flashjit-bench ] || { echo "run70: no $d/bin/flashjit-bench" >&2; exit 1; }; done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > $O/gpu-$mode.txt 2>&1
 pack() { tar czf $OUT/run70-$1.tgz -C $O . && rm -f $O/*; }
 
+if [ "$mode" = land ]; then  # the landing (.dist) against the main it replaces (.dist-0), carry [".dist", ".dist-0"]
+  FLASHJIT_CACHE_DIR=/tmp/fjc-land timeout 240 .dist/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/land-fwd-tests.txt 2>&1
+  echo "[fwd] exit $? (t=$(el))"; tail -2 $O/land-fwd-tests.txt
+  pack land-tests
+  Q="--dtypes bfloat16 --head-dims 128 --seqs 600 --seq-k 1500,3000 --causal 0 --modes fwd"
+  X1="--dtypes bfloat16 --head-dims 64 --seqs 1500,4096 --causal 1 --modes fwd"
+  X2="--dtypes bfloat16 --head-dims 256 --seqs 4096 --causal 0,1 --modes fwd"
+  X3="--dtypes float32 --head-dims 128 --seqs 1500,8192 --causal 0 --modes fwd"
+  lpass() {
+    for g in D Q X1 X2 X3 S K; do
+      for c in new old; do
+        [ $c = old ] && { [ $g = S ] || [ $g = K ]; } && continue  # both measured against it in call 1
+        before 545 || { echo "skipped $c $g pass $1"; continue; }
+        dist=.dist; [ $c = old ] && dist=.dist-0
+        FLASHJIT_CACHE_DIR=/tmp/fjc-$c timeout 80 $dist/bin/flashjit-bench ${!g} --tag $c --out $O/$c-$g-p$1.json \
+          > $O/$c-$g-p$1.out 2>&1 || echo "$c $g pass $1 failed $?"
+      done
+    done
+    echo "pass $1 (t=$(el))"
+    pack lp$1
+  }
+  lpass 1
+  for g in D Q S K; do
+    before 500 && { timeout 60 python3 bench/peers.py --framework torch --impls torch_cudnn ${!g} --out $O/torch-$g-land.json \
+      > $O/torch-$g-land.out 2>&1; echo "torch $g exit $? (t=$(el))"; }
+  done
+  pack land-torch
+  lpass 2
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv >> $O/gpu-$mode.txt 2>&1
+  pack land-end
+  exit 0
+fi
 if [ "$mode" = confirm ]; then  # after a landing: every [fwd] GPU test on .dist, one pass of its policy, torch cuDNN
   FLASHJIT_CACHE_DIR=/tmp/fjc-confirm timeout 260 .dist/bin/flashjit_gpu_tests "[fwd]" -r compact > $O/confirm-fwd-tests.txt 2>&1
   echo "[fwd] exit $? (t=$(el))"; tail -2 $O/confirm-fwd-tests.txt
