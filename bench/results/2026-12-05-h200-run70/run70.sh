@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run 70 (planned 2026-12-05, no device lent that day): stream-K's split tiles at head_dim 128 and the 32-bit ring
+# Run 70 (2026-12-05; call 1 ran, README.md has its numbers): stream-K's split tiles at head_dim 128 and the 32-bit ring
 # addresses in every kernel (variant A), beside main and torch cuDNN in the same call. README.md says why.
 # Binaries: bash bench/results/2026-12-05-h200-run70/build.sh (.dist = HEAD, .dist-A = HEAD + the patch).
 #   call 1: bash bench/results/2026-12-05-h200-run70/run70.sh bench   carry [".dist", ".dist-A"]   ~430 s
