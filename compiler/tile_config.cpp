@@ -131,11 +131,8 @@ bool has_wide_keys_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec
 // s4096 (7.76 for 8) +0.2-0.6%, s3000 (5.82 for 6) -2.2%, s1500 (2.91 for 3)
 // -9%. The split kernel's K/V step costs what the plain one's does (both
 // take the ring's addresses from 32-bit bases), and the extra pieces cost a
-// CTA about kStreamKPieceStepsD128 steps (fits all four within ~1.5%).
+// CTA about 6 steps (kStreamKD128, which fits all four within ~1.5%).
 constexpr TileConfig kSplitD128{128, 128, 12, 2, true, true};
-constexpr double kStreamKPieceStepsD128 = 6.0;
-// Split only where the model gains more than this (s4096: +0.6% modelled).
-constexpr double kStreamKMarginD128 = 1.015;
 
 bool has_split_d128_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec, 128) && !spec.causal; }
 
@@ -176,12 +173,20 @@ constexpr double kThreeConsumersMargin = 1.015;
 // partial's trip through L2). Fitted to run 65's three splits (above): the
 // model then gives 1.042, 1.070 and 1.024 where they measured 1.079, 1.071
 // and 1.021.
-constexpr double kStreamKPlumbing = 0.027;
-constexpr double kStreamKPieceSteps = 1.3;
-// Split tiles only where the model says they finish sooner by more than
-// this: its error over run 65's splits reached 3.5%, and shapes it has not
-// seen (e.g. s2048, modelled +2%) keep the tiles measured before.
-constexpr double kStreamKMargin = 1.03;
+// Split tiles only where the model says they finish sooner by `margin`: its
+// error over run 65's splits reached 3.5%, and shapes it has not seen (e.g.
+// s2048, modelled +2%) keep the tiles measured before; and only where whole
+// rounds waste >= 10% (fwd_stream_k_pays).
+struct StreamKFit {
+  double plumbing;     // extra cost of every step of the split kernel
+  double piece_steps;  // K/V steps a CTA pays for its extra pieces
+  double margin;       // the modelled gain it must beat
+  bool waste_rule;     // also only where fwd_stream_k_pays
+};
+constexpr StreamKFit kStreamKD64{0.027, 1.3, 1.03, true};
+// Head_dim 128's split kernel (kSplitD128, run 70): no plumbing, ~6 steps of
+// pieces; a 1.5% margin keeps s4096 (+0.6% modelled, +0.2-0.6% measured) unsplit.
+constexpr StreamKFit kStreamKD128{0.0, 6.0, 1.015, false};
 constexpr int kDefaultSmCount = 132;  // the H200's
 
 double tile_rate(const TileConfig& t) {
@@ -220,29 +225,27 @@ double modelled_cost(const KernelSpec& spec, const TileConfig& t, const FwdShape
 }
 
 // Modelled run time of the non-causal forward with tile `t` under stream-K:
-// the tiles' mean load per SM plus the splits' cost; none where it would not
-// split (fwd_stream_k_pays).
-std::optional<double> modelled_stream_k_cost(const TileConfig& t, const FwdShape& shape, int sm_count) {
+// the tiles' mean load per SM plus the splits' cost (`fit`); none where it
+// would not split.
+std::optional<double> modelled_stream_k_cost(const TileConfig& t, const FwdShape& shape, int sm_count,
+                                             const StreamKFit& fit) {
   const long long tiles = query_blocks(t, shape) * pairs_of(shape);
   const long long ctas = std::min<long long>(tiles, sm_count);
-  if (!fwd_stream_k_pays(tiles, ctas)) return std::nullopt;
+  if (fwd_stream_k_tiles(tiles, ctas) == 0 || (fit.waste_rule && !fwd_stream_k_pays(tiles, ctas))) {
+    return std::nullopt;
+  }
   const long long keys = padded_keys(shape.seqlen_k, t.block_n);
   const double rounds =
-      double(tiles) / double(ctas) * (1 + kStreamKPlumbing) + kStreamKPieceSteps * t.block_n / double(keys);
+      double(tiles) / double(ctas) * (1 + fit.plumbing) + fit.piece_steps * t.block_n / double(keys);
   return rounds * t.block_m * double(keys) / tile_rate(t);
 }
 
-// Whether head_dim 128's split tile finishes a launch of `shape` sooner than
-// whole rounds of its plain tile `t`: the tiles' mean load per SM plus the
-// pieces' steps, in rounds of tiles, against the rounds the SMs run.
-bool d128_split_pays(const TileConfig& t, const FwdShape& shape, int sm_count) {
-  const long long tiles = query_blocks(t, shape) * pairs_of(shape);
-  const long long ctas = std::min<long long>(tiles, sm_count);
-  if (fwd_stream_k_tiles(tiles, ctas) == 0) return false;
-  const double steps = double(padded_keys(shape.seqlen_k, t.block_n) / t.block_n);
-  const double whole = double((tiles + ctas - 1) / ctas);
-  const double split = double(tiles) / double(ctas) + kStreamKPieceStepsD128 / steps;
-  return split * kStreamKMarginD128 < whole;
+// Whether the split tile `split` finishes a non-causal launch of `shape`
+// sooner than the unsplit tiles' modelled `plain_cost` by fit.margin.
+bool split_pays(const KernelSpec& spec, const TileConfig& split, const FwdShape& shape, int sm_count,
+                const StreamKFit& fit, double plain_cost) {
+  const auto cost = modelled_stream_k_cost(split, shape, sm_count, fit);
+  return !spec.causal && shape.split_tiles && cost && *cost * fit.margin < plain_cost;
 }
 
 }  // namespace
@@ -265,17 +268,15 @@ TileConfig fwd_wgmma_tile_for_shape(const KernelSpec& spec, const FwdShape& shap
   if (shape.seqlen_q <= 0 || shape.seqlen_k <= 0) return two;
   const int sms = sm_count > 0 ? sm_count : kDefaultSmCount;
   if (has_split_d128_tile(policy)) {
-    TileConfig plain = kSplitD128;
-    plain.stream_k = false;
-    return two == plain && shape.split_tiles && d128_split_pays(two, shape, sms) ? kSplitD128 : two;
+    const bool split = split_pays(spec, kSplitD128, shape, sms, kStreamKD128, modelled_cost(spec, two, shape, sms));
+    return split ? kSplitD128 : two;
   }
   if (!has_short_keys_tile(policy)) return two;
   const double cost_two = modelled_cost(spec, two, shape, sms);
   const double cost_three = modelled_cost(spec, kThreeConsumersD64, shape, sms);
   const bool three = cost_three * kThreeConsumersMargin < cost_two;
-  if (!spec.causal && shape.split_tiles) {
-    const auto cost_split = modelled_stream_k_cost(kThreeConsumersD64StreamK, shape, sms);
-    if (cost_split && *cost_split * kStreamKMargin < (three ? cost_three : cost_two)) return kThreeConsumersD64StreamK;
+  if (split_pays(spec, kThreeConsumersD64StreamK, shape, sms, kStreamKD64, three ? cost_three : cost_two)) {
+    return kThreeConsumersD64StreamK;
   }
   return three ? kThreeConsumersD64 : two;
 }

@@ -747,11 +747,9 @@ struct FwdWgmmaKernel {
     };
     // Unless O goes through Q's rows, Q is free for the next tile once the last S is done.
     auto release_q = [&](int n) {
-      if constexpr (!kOInQ && kRingBases32) {
-        if (n == last) release(q_empty0, lane);
-      } else if constexpr (!kOInQ) {
-        if (n == last) release(smem.q_empty, lane);
-      }
+      if (kOInQ || n != last) return;
+      if constexpr (kRingBases32) release(q_empty0, lane);
+      else release(smem.q_empty, lane);
     };
 
     ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full), round & 1);
