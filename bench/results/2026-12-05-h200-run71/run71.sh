@@ -18,10 +18,10 @@ one() {  # dist tag seq tile schedule
   echo "$tag $seq (t=$(el)): $(grep -h 'TFLOP/s (' $O/$tag-$seq.out | awk "{print \$(NF-3)}")"
 }
 for s in 4096 8192 1500 3000; do
-  one .dist-T tplain $s $PLAIN persistent
-  one .dist-T tsk $s $SK streamk
+  for v in "tplain $PLAIN persistent" "tsk $SK streamk"; do
+    set -- $v; [ "$(el)" -lt "${BUDGET_S:-200}" ] && one .dist-T $1 $s $2 $3
+  done
 done
-one .dist plain 4096 $PLAIN persistent
-one .dist sk 4096 $SK streamk
-one .dist-T tplain 4096 $PLAIN persistent
+[ "$(el)" -lt "${BUDGET_S:-200}" ] && one .dist plain 4096 $PLAIN persistent
+[ "$(el)" -lt "${BUDGET_S:-200}" ] && one .dist sk 4096 $SK streamk
 tar czf $OUT/run71.tgz -C $O .
