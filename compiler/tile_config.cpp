@@ -173,10 +173,10 @@ constexpr double kThreeConsumersMargin = 1.015;
 // partial's trip through L2). Fitted to run 65's three splits (above): the
 // model then gives 1.042, 1.070 and 1.024 where they measured 1.079, 1.071
 // and 1.021.
-// Split tiles only where the model says they finish sooner by `margin`: its
-// error over run 65's splits reached 3.5%, and shapes it has not seen (e.g.
-// s2048, modelled +2%) keep the tiles measured before; and only where whole
-// rounds waste >= 10% (fwd_stream_k_pays).
+// A split kernel's fit. Head_dim 64's (kStreamKD64): split tiles only where
+// the model says they finish sooner by 3% (its error over run 65's splits
+// reached 3.5%, and shapes it has not seen, e.g. s2048 modelled +2%, keep the
+// tiles measured before) and whole rounds waste >= 10% (fwd_stream_k_pays).
 struct StreamKFit {
   double plumbing;     // extra cost of every step of the split kernel
   double piece_steps;  // K/V steps a CTA pays for its extra pieces
@@ -244,8 +244,9 @@ std::optional<double> modelled_stream_k_cost(const TileConfig& t, const FwdShape
 // sooner than the unsplit tiles' modelled `plain_cost` by fit.margin.
 bool split_pays(const KernelSpec& spec, const TileConfig& split, const FwdShape& shape, int sm_count,
                 const StreamKFit& fit, double plain_cost) {
+  if (spec.causal || !shape.split_tiles) return false;
   const auto cost = modelled_stream_k_cost(split, shape, sm_count, fit);
-  return !spec.causal && shape.split_tiles && cost && *cost * fit.margin < plain_cost;
+  return cost && *cost * fit.margin < plain_cost;
 }
 
 }  // namespace

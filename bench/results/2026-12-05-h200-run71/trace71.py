@@ -37,28 +37,23 @@ def main(path):
     starts = sorted((r[0] - g0) / 1000 for r in rows.values())
     print(f"{path}: {len(rows)} CTAs, span {(g1 - g0) / 1000:.1f} us, clock {ghz:.3f} GHz; starts {starts[0]:.2f}..{starts[-1]:.2f} us;"
           f" ends min {ends[0]:.1f} median {ends[len(ends) // 2]:.1f} max {ends[-1]:.1f} us")
-    whole_step, whole_epi, piece_over, gaps, tails = [], [], [], [], []
+    whole_step, whole_epi, gaps = [], [], []
     per_cta = {}
     for cta, r in sorted(rows.items()):
-        ps = pieces_of(r)
-        work = [p for p in ps[:-1]]  # the last take is the end marker
-        steps_total = 0
+        work = pieces_of(r)[:-1]  # the last take is the end marker
         prev_done = r[2]
-        for k, p in enumerate(work):
-            ne = p['ne']
-            steps = (ne if ne >= 0 else -1) - p['nb']
-            p['steps'] = steps
+        for p in work:
             gaps.append(p['take'] - prev_done)
             prev_done = p['done']
         per_cta[cta] = (work, r)
-    # cycles per step of whole tiles past the first (n_begin 0, n_end -1 means whole: steps unknown here)
-    # steps per whole tile: from any piece with nb == 0 and ne > 0 of the same kernel, else the caller's hint
+    # Steps per tile: a split kernel's head pieces end at it (n_end > 0); a
+    # plain kernel's pieces are whole tiles (n_end -1), of ceil(seq / 128) steps.
     full_steps = max((p['ne'] for w, _ in per_cta.values() for p in w if p['ne'] > 0), default=None)
     if full_steps is None and seq:
         full_steps = (seq + 127) // 128  # block_n 128
     for w, r in per_cta.values():
         for k, p in enumerate(w):
-            if p['ne'] < 0: p['steps'] = full_steps - p['nb'] if full_steps else None
+            p['steps'] = (p['ne'] if p['ne'] >= 0 else full_steps) - p['nb']
             p['whole'] = p['nb'] == 0 and (p['ne'] < 0 or p['ne'] == full_steps)
             if p['whole'] and k > 0 and p['steps']:
                 whole_step.append((p['loop'] - p['take']) / p['steps'])
@@ -79,7 +74,7 @@ def main(path):
     for kind, v in kinds.items():
         print(f"  {kind:14s} n={len(v):4d} steps median {st.median(x[0] for x in v):5.1f}, loop {st.median(x[1] for x in v):7.0f},"
               f" epilogue {st.median(x[2] for x in v):6.0f} (max {max(x[2] for x in v):6.0f}), over whole-step rate {st.median(x[3] for x in v):6.0f} cycles")
-    # per CTA: steps, finish time, idle at the end
+    # per CTA: finish time, steps, pieces
     fin = []
     for cta, (w, r) in per_cta.items():
         steps = sum(p['steps'] for p in w)
@@ -88,9 +83,8 @@ def main(path):
     lastcta = fin[-1]
     print(f"  CTA steps: min {min(x[1] for x in fin)} max {max(x[1] for x in fin)}; pieces min {min(x[2] for x in fin)} max {max(x[2] for x in fin)};"
           f" last to end: CTA {lastcta[3]} ({lastcta[1]} steps); ideal (mean steps x rate) {st.mean(x[1] for x in fin) * cps / ghz / 1000:.1f} us")
-    span_cycles = (g1 - g0) * ghz
-    mean_steps = st.mean(x[1] for x in fin)
-    print(f"  span in steps at the whole-tile rate: {span_cycles / cps:.1f} (mean CTA steps {mean_steps:.1f}, max {max(x[1] for x in fin)})")
+    print(f"  span in steps at the whole-tile rate: {(g1 - g0) * ghz / cps:.1f} (mean CTA steps {st.mean(x[1] for x in fin):.1f},"
+          f" max {max(x[1] for x in fin)})")
 
 
 for f in sys.argv[1:]:
