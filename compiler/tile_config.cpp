@@ -131,7 +131,11 @@ bool has_wide_keys_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec
 // s4096 (7.76 for 8) +0.2-0.6%, s3000 (5.82 for 6) -2.2%, s1500 (2.91 for 3)
 // -9%. The split kernel's K/V step costs what the plain one's does (both
 // take the ring's addresses from 32-bit bases), and the extra pieces cost a
-// CTA about 6 steps (kStreamKD128, which fits all four within ~1.5%).
+// CTA about 6 steps (kStreamKD128, which fits all four within ~1.5%). Run
+// 71's per-piece trace (bench/results/2026-12-05-h200-run71) puts ~7 there
+// at s4096: the tail piece's start +1.3 steps (its Q and K/V cold, every CTA
+// at once), its save and the head piece's start and merge ~0.7 each, and
+// ~0.1 a whole tile and 0.8% a step of plumbing.
 constexpr TileConfig kSplitD128{128, 128, 12, 2, true, true};
 
 bool has_split_d128_tile(const KernelSpec& spec) { return is_16bit_wgmma_fwd(spec, 128) && !spec.causal; }

@@ -85,6 +85,9 @@
 // faster: the loop is bound by its instruction count, not by MUFU, so
 // run 63 took 40-160 instructions per K/V step out of the descriptors
 // (+0.4-4% 16-bit, +3-7% TF32); the row max as a tree there was mixed.
+// Run 72: P's row sums as P times a ones tile (an m64n8k16 wgmma beside each
+// P V k step) took 54-62 more out (d128 434 -> 380) and ran 2-4% slower:
+// small wgmmas cost the tensor pipe far more than their share of the work.
 // Check a change to the consumer with scripts/sass_mainloop.py before
 // timing it.
 //
