@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Run 73's table from the extracted tarballs (run73-*.tgz unpacked into one or
+more folders under the given directory): per cell, each config's TFLOP/s in pass 1 and 2, its ratio to main per
+pass, torch cuDNN of the same call and flashjit / cuDNN, rel_err and the spec each config ran."""
+import glob, json, os, statistics, sys
+
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+ORDER = ["main"]
+cells, errs, specs, peers = {}, {}, {}, {}
+for f in sorted(glob.glob(os.path.join(here, "**", "*.json"), recursive=True)):
+    try:
+        rows = json.load(open(f))["results"]
+    except Exception as e:  # a bench cut by its timeout leaves what it had written
+        print("unreadable", f, e)
+        continue
+    for r in rows:
+        if not r.get("tflops"):
+            continue
+        key = (r["dtype"], r["head_dim"], r["causal"], r["seq"])
+        if r["impl"] == "flashjit":
+            config, _group, p = os.path.basename(f)[:-5].split("-")
+            cells.setdefault(key, {}).setdefault(config, {})[p] = r["tflops"]
+            errs.setdefault(config, []).append(r.get("rel_err") or 0)
+            specs[(key, config)] = r.get("spec")
+        elif not r["impl"].startswith("flashjit"):
+            peers.setdefault(key, {})[r["impl"]] = r["tflops"]
+for key in sorted(cells):
+    b = cells[key]
+    line = [f"{key[0]} d{key[1]} {'causal' if key[2] else 'nc'} {key[3]}:"]
+    for config in ORDER:
+        if config not in b:
+            continue
+        ps = b[config]
+        vals = "/".join(f"{ps[p]:.1f}" for p in sorted(ps))
+        ratio = ""
+        if config != "main" and "main" in b:
+            rs = [ps[p] / b["main"][p] for p in sorted(ps) if p in b["main"]]
+            ratio = " (" + "/".join(f"{x:.3f}" for x in rs) + ")"
+        line.append(f"{config} {vals}{ratio}")
+    best = max((statistics.median(b[c].values()), c) for c in b)
+    for impl, t in sorted(peers.get(key, {}).items()):
+        line.append(f"{impl} {t:.1f} (best {best[1]}/{impl} {best[0] / t:.3f})")
+    print("  ".join(line))
+    print("    " + "  ".join(f"{c}: {specs[(key, c)]}" for c in ORDER if (key, c) in specs))
+for config in ORDER:
+    if config in errs:
+        print(f"rel_err {config}: max {max(errs[config]):.2g}")
