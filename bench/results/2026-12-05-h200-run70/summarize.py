@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Run 70's table from the extracted tarballs (run70-p1.tgz, run70-torch.tgz, run70-p2.tgz unpacked into one or
-more folders under the given directory): per cell, each config's TFLOP/s in pass 1 and 2, its ratio to main per
-pass, torch cuDNN of the same call and flashjit / cuDNN, rel_err and the spec each config ran."""
+"""A run's table from its extracted tarballs (unpacked into one or more folders under the given directory;
+flashjit rows in <config>-<group>-p<pass>.json, peers in any other JSON): per cell, each config's TFLOP/s in
+pass 1 and 2, its ratio to main per pass, the peers of the same call and flashjit / each peer, rel_err and the
+spec each config ran. Runs 70, 72 and 73 use it (python3 ../2026-12-05-h200-run70/summarize.py <dir>)."""
 import glob, json, os, statistics, sys
 
 here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
-ORDER = ["main", "A", "sk"]
 cells, errs, specs, peers = {}, {}, {}, {}
 for f in sorted(glob.glob(os.path.join(here, "**", "*.json"), recursive=True)):
     try:
@@ -16,7 +16,7 @@ for f in sorted(glob.glob(os.path.join(here, "**", "*.json"), recursive=True)):
     for r in rows:
         if not r.get("tflops"):
             continue
-        key = (r["dtype"], r["head_dim"], r["causal"], r["seq"])
+        key = (r["dtype"], r["head_dim"], r["causal"], r["seq"], r.get("seq_k") or r["seq"])
         if r["impl"] == "flashjit":
             config, _group, p = os.path.basename(f)[:-5].split("-")
             cells.setdefault(key, {}).setdefault(config, {})[p] = r["tflops"]
@@ -24,9 +24,12 @@ for f in sorted(glob.glob(os.path.join(here, "**", "*.json"), recursive=True)):
             specs[(key, config)] = r.get("spec")
         elif not r["impl"].startswith("flashjit"):
             peers.setdefault(key, {})[r["impl"]] = r["tflops"]
+# main first, then the other configs in file-name order
+ORDER = ["main"] + sorted({c for b in cells.values() for c in b} - {"main"})
 for key in sorted(cells):
     b = cells[key]
-    line = [f"{key[0]} d{key[1]} {'causal' if key[2] else 'nc'} {key[3]}:"]
+    seqs = f"{key[3]}" if key[3] == key[4] else f"{key[3]}x{key[4]}"
+    line = [f"{key[0]} d{key[1]} {'causal' if key[2] else 'nc'} {seqs}:"]
     for config in ORDER:
         if config not in b:
             continue
