@@ -88,6 +88,9 @@
 // Run 72: P's row sums as P times a ones tile (an m64n8k16 wgmma beside each
 // P V k step) took 54-62 more out (d128 434 -> 380) and ran 2-4% slower:
 // small wgmmas cost the tensor pipe far more than their share of the work.
+// Run 74: the tiles as one pipeline (the next tile's Q a tile ahead in a
+// second buffer, its first S issued with the last P V, its softmax under
+// that P V): 1.8% slower at d128 s4096, equal at s1500-3000.
 // Check a change to the consumer with scripts/sass_mainloop.py before
 // timing it.
 //
