@@ -24,18 +24,7 @@ for p in 1 2; do
   done
   echo "pass $p (t=$(el))"
 done
-python3 - $O <<'PY' | tee $O/ab.txt
-import json, sys, glob, os
-t = {}
-for f in sorted(glob.glob(sys.argv[1] + "/*-p*.json")):
-    c, g, p = os.path.basename(f)[:-5].split("-")
-    for r in json.load(open(f))["results"]:
-        if r.get("tflops"):
-            t.setdefault((g, r["head_dim"], r["seq"], r.get("seq_k", r["seq"])), {})[(c, p)] = (r["tflops"], r["rel_err"])
-for k, v in sorted(t.items()):
-    row = " ".join(f"{c}/{p} {v[(c, p)][0]:.1f}" for c in ("X", "main") for p in ("p1", "p2") if (c, p) in v)
-    print(*k, row, "X rel_err", max((e for (c, _), (_, e) in v.items() if c == "X"), default=None))
-PY
+python3 bench/results/2026-12-05-h200-run70/summarize.py $O | tee $O/summary.txt
 left=$(( 560 - $(el) ))
 if [ $left -gt 60 ]; then
   for tool in racecheck memcheck; do

@@ -31,18 +31,7 @@ for p in 1 2; do
   done
   echo "pass $p (t=$(el))"
 done
-python3 - $O <<'PY' | tee $O/ab.txt
-import json, sys, glob, os
-t = {}
-for f in sorted(glob.glob(sys.argv[1] + "/*-p*.json")):
-    c, g, p = os.path.basename(f)[:-5].split("-")
-    for r in json.load(open(f))["results"]:
-        if r.get("tflops"):
-            t.setdefault((g, r["dtype"], r["head_dim"], r["seq"], r["seq_k"], int(r["causal"])), {})[(c, p)] = (r["tflops"], r["rel_err"])
-for k, v in sorted(t.items()):
-    row = " ".join(f"{c}/{p} {v[(c, p)][0]:.1f}" for c in ("K", "main") for p in ("p1", "p2") if (c, p) in v)
-    print(*k, row, "K rel_err", max((e for (c, _), (_, e) in v.items() if c == "K"), default=None))
-PY
+python3 bench/results/2026-12-05-h200-run70/summarize.py $O | tee $O/summary.txt
 left=$(( 565 - $(el) ))
 if [ $left -gt 40 ]; then
   FLASHJIT_CACHE_DIR=/tmp/fjc-tests timeout $left compute-sanitizer --tool racecheck --error-exitcode 99 \
