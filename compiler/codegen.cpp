@@ -58,8 +58,9 @@ std::string forward_wgmma_source(const KernelSpec& spec) {
       "{prelude}"
       "constexpr bool kOApart = {o_apart};\n"
       "constexpr bool kStreamK = {stream_k};\n"
+      "constexpr int kQBuffers = {q_buffers};\n"
       "using Kernel = flashjit::FwdWgmmaKernel<Element, kHeadDim, kBlockM, kBlockN, kStages, kIsCausal,\n"
-      "                                        kIsEven, kOApart, kStreamK, kSmemBytes>;\n"
+      "                                        kIsEven, kOApart, kStreamK, kQBuffers, kSmemBytes>;\n"
       "}}  // namespace flashjit_generated\n"
       "extern \"C\" __global__ void __launch_bounds__(flashjit_generated::Kernel::kThreads,\n"
       "                                               flashjit_generated::Kernel::kMinBlocksPerSM)\n"
@@ -70,6 +71,7 @@ std::string forward_wgmma_source(const KernelSpec& spec) {
       fmt::arg("spec", spec.to_string()), fmt::arg("prelude", common_prelude(spec)),
       fmt::arg("o_apart", fwd_wgmma_o_apart(spec) ? "true" : "false"),
       fmt::arg("stream_k", fwd_wgmma_stream_k(spec) ? "true" : "false"),
+      fmt::arg("q_buffers", fwd_wgmma_q_buffers(spec)),
       fmt::arg("vt_include", tf32 ? "#include \"flashjit/v_transpose.cuh\"\n" : ""),
       fmt::arg("vt_entry",
                tf32 ? "extern \"C\" __global__ void __launch_bounds__(256)\n"

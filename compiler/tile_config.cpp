@@ -301,6 +301,21 @@ bool fwd_wgmma_o_apart(const KernelSpec& spec) {
          max_smem_bytes(Arch::kSm90a);
 }
 
+// Runs 76-77 (bench/results/2026-12-05-h200-run76, -run77; H100, against
+// main in the same call), with K a step ahead of V: bf16 d128 non-causal
+// s4096 +1.1-1.8% (run 76: +0.2-0.9%), s1024 / 2048 +0.8-1.8%, s1500-3000
+// within +-0.5%; d64's two-consumer tiles -1.5% (bn192, s2048) to +0.7%
+// (bn128, s1024), so head_dim 128 only.
+int fwd_wgmma_q_buffers(const KernelSpec& spec) {
+  const bool q_ahead = spec.direction == Direction::kFwd && spec.tile.wgmma && spec.dtype != DType::kF32 &&
+                       spec.head_dim == 128 && !spec.causal && !spec.tile.stream_k && spec.tile.block_m == 128 &&
+                       fwd_wgmma_o_apart(spec) &&
+                       fwd_wgmma_tile_bytes(spec) + 2 * fwd_wgmma_o_bytes(spec) + kWgmmaBarrierBlock +
+                               kWgmmaAlignSlack <=
+                           max_smem_bytes(Arch::kSm90a);
+  return q_ahead ? 2 : 1;
+}
+
 FwdSchedule fwd_wgmma_schedule(const KernelSpec& spec, long long tiles, int sm_count) {
   // Measured on the H200 (132 SMs), B4 H8, one binary per run with each
   // schedule (bench/results/2026-12-04-h200-run13, -run14, -run15):
@@ -398,8 +413,10 @@ namespace {
 int fwd_wgmma_smem_bytes(const KernelSpec& spec) {
   // FwdWgmmaKernel::SharedStorage: the tiles, O's staging tile where it fits
   // beside them (fwd_wgmma_o_apart), the barrier block, the slack.
+  // A second Q buffer (fwd_wgmma_q_buffers) is as large as O's staging tile.
   const int o_bytes = fwd_wgmma_o_apart(spec) ? fwd_wgmma_o_bytes(spec) : 0;
-  return fwd_wgmma_tile_bytes(spec) + o_bytes + kWgmmaBarrierBlock + kWgmmaAlignSlack;
+  const int extra_q_bytes = (fwd_wgmma_q_buffers(spec) - 1) * fwd_wgmma_o_bytes(spec);
+  return fwd_wgmma_tile_bytes(spec) + o_bytes + extra_q_bytes + kWgmmaBarrierBlock + kWgmmaAlignSlack;
 }
 
 Result<void> validate_wgmma_tile(const KernelSpec& spec) {

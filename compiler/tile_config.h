@@ -70,6 +70,13 @@ std::vector<TileConfig> fwd_wgmma_launch_tiles(const KernelSpec& spec);
 /// passed as kOApart.
 bool fwd_wgmma_o_apart(const KernelSpec& spec);
 
+/// Hopper forward: Q buffers, passed as kQBuffers. 2 where the producer
+/// loads the next tile's Q into a second buffer as a tile starts (not as its
+/// last S ends): 16-bit non-causal head_dim 128 two-consumer kernels
+/// without split tiles whose second Q tile fits beside O's staging tile;
+/// else 1.
+int fwd_wgmma_q_buffers(const KernelSpec& spec);
+
 /// Hopper forward: the schedule (never kAuto) measured fastest for the spec
 /// with `tiles` (query block, head, batch) tiles on `sm_count` SMs. kStreamK
 /// only where fwd_wgmma_stream_k allows it: TF32 where fwd_stream_k_pays, a

@@ -93,7 +93,11 @@
 // that P V): 1.8% slower at d128 s4096, equal at s1500-3000.
 // Run 75: the producer issuing K a step ahead of V: d128 +0.4%, TF32 +4%,
 // d64 split -2%, d256 -1.5%; a V held back across pieces without keys
-// deadlocks (the producer publishes at most two pieces ahead).
+// deadlocks (the producer publishes at most two pieces ahead). Runs 76-77
+// (H100): K ahead of V in the non-causal two-consumer d128 kernels and TF32
+// only (kKAhead, a pending V flushed before a piece without keys) and, at
+// d128, the next tile's Q into a second buffer as a tile starts (kQAhead):
+// d128 s4096 +1.1-1.8%, s1024-2048 +1-1.8%, TF32 +3%; landed.
 // Check a change to the consumer with scripts/sass_mainloop.py before
 // timing it.
 //
@@ -112,7 +116,7 @@
 namespace flashjit {
 
 template <class Element, int kHeadDim, int kBlockM, int kBlockN, int kStages, bool kIsCausal, bool kIsEven,
-          bool kOApart, bool kStreamK, int kSmemBytes>
+          bool kOApart, bool kStreamK, int kQBuffers, int kSmemBytes>
 struct FwdWgmmaKernel {
   static constexpr bool kIsTf32 = kIsSame<Element, float>;
   // kStreamK: the kernel can split tiles by K/V steps (FwdTmaParams::
@@ -187,7 +191,7 @@ struct FwdWgmmaKernel {
   };
   struct NoOTile {};
   struct SharedStorage {
-    alignas(1024) Element q[kColBoxes][kBlockM][kBoxCols];
+    alignas(1024) Element q[kQBuffers][kColBoxes][kBlockM][kBoxCols];
     alignas(1024) Element k[kStages][kColBoxes][kBlockN][kBoxCols];
     alignas(1024) Element v[kStages][kVBoxes][kVBoxRows][kBoxCols];
     Conditional<kOApart, OTile, NoOTile> o_tile;
@@ -196,8 +200,8 @@ struct FwdWgmmaKernel {
     Conditional<kStreamK, Piece, int> piece_slot[2];
     unsigned long long tile_full[2];
     unsigned long long tile_empty[2];
-    unsigned long long q_full;
-    unsigned long long q_empty;
+    unsigned long long q_full[kQBuffers];
+    unsigned long long q_empty[kQBuffers];
     unsigned long long k_full[kStages];
     unsigned long long k_empty[kStages];
     unsigned long long v_full[kStages];
@@ -242,6 +246,20 @@ struct FwdWgmmaKernel {
   // kernel +1.8-2.4%; but the three-consumer d64 kernels without split tiles
   // 0.8-2.8% slower, which keep the generic form.
   static constexpr bool kRingBases32 = kConsumers == 2 || kStreamK;
+
+  // The producer's order. kKAhead: K a step ahead of V, in the order the
+  // consumers take them (S of step n beside P V of step n - 1), so each K
+  // goes out as its slot frees instead of behind the V before it, and the
+  // next tile's first K before this tile's last V. Run 75 (bench/results/
+  // 2026-12-05-h200-run75): d128 +0.2-0.8%, TF32 +4%, but d64's split kernel
+  // -2% and d256 -1.5%, causal d128 -0.5%: only non-causal two-consumer
+  // d128 kernels without split tiles and TF32 take it.
+  static constexpr bool kKAhead = kIsTf32 || (kConsumers == 2 && kHeadDim == 128 && !kStreamK && !kIsCausal);
+  // kQBuffers 2 (kQAhead; fwd_wgmma_q_buffers): the next tile's Q goes into
+  // the other buffer as this tile starts, not as its last S ends.
+  static constexpr bool kQAhead = kQBuffers == 2;
+  static_assert(kQBuffers == 1 || (kQAhead && kOApart && !kStreamK && !kIsTf32 && kConsumers == 2),
+                "two Q buffers: 16-bit inputs, two consumers, O apart, no split tiles");
 
   using Block = fwd::Block;
 
@@ -406,8 +424,9 @@ struct FwdWgmmaKernel {
     }
   }
 
-  static __device__ __forceinline__ void load_v(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
-                                                int n, int it) {
+  /// V of step n of (batch b, head h).
+  static __device__ __forceinline__ void load_v(const FwdTmaParams& tp, SharedStorage& smem, int h, int b, int n,
+                                                int it) {
     const int s = ring_slot(it);
     const unsigned full = ptx::smem_u32(&smem.v_full[s]);
     claim_slot(full, ptx::smem_u32(&smem.v_empty[s]), it);
@@ -415,26 +434,52 @@ struct FwdWgmmaKernel {
     for (int vb = 0; vb < kVBoxes; ++vb) {
       if constexpr (kIsTf32) {  // V^T: (key, d, h, b)
         ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][vb][0][0]), &tp.tma_v, full, n * kBlockN + vb * kBoxCols, 0,
-                         blk.h, blk.b);
+                         h, b);
       } else {
         ptx::tma_load_4d(ptx::smem_u32(&smem.v[s][vb][0][0]), &tp.tma_v, full, vb * kBoxCols, n * kBlockN,
-                         blk.h, blk.b);
+                         h, b);
       }
+    }
+  }
+
+  /// Loads tile `blk`'s Q into buffer round % kQBuffers once the consumers
+  /// have freed it (`round` as in produce()).
+  static __device__ __forceinline__ void load_q(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
+                                                int round) {
+    constexpr unsigned kQBytes = kBlockM * kHeadDim * sizeof(Element);
+    const int buf = round % kQBuffers;
+    const unsigned full = ptx::smem_u32(&smem.q_full[buf]);
+    ptx::mbarrier_wait(ptx::smem_u32(&smem.q_empty[buf]), ((round / kQBuffers) & 1) ^ 1);
+    ptx::mbarrier_arrive_expect_tx(full, kQBytes);
+#pragma unroll
+    for (int cb = 0; cb < kColBoxes; ++cb) {
+      ptx::tma_load_4d(ptx::smem_u32(&smem.q[buf][cb][0][0]), &tp.tma_q, full, cb * kBoxCols,
+                       blk.m_block * kBlockM, blk.h, blk.b);
     }
   }
 
   /// One thread. `it` counts K/V tiles over the CTA's whole schedule (the
   /// ring's step: ring_slot, ring_parity), `round` the tiles with at least
-  /// one K/V tile (the Q buffer's phases).
+  /// one K/V tile (the Q buffers' phases).
   static __device__ __forceinline__ void produce(const FwdTmaParams& tp, SharedStorage& smem) {
-    constexpr unsigned kQBytes = kBlockM * kHeadDim * sizeof(Element);
     const int tiles = kTilesFromParams ? tp.tiles : num_tiles(tp.p);
     int it = 0;
     int round = 0;
     int tile = blockIdx.x;
     int run_step = -1;  // >= 0: dealing the stream-K run, this CTA's next step of it
+    // kKAhead: the V still to load, step v_n (ring step v_it) of head v_h
+    // (< 0: none) of batch v_b.
+    int v_h = -1, v_b = 0, v_n = 0, v_it = 0;
+    auto flush_v = [&]() {
+      if (kKAhead && v_h >= 0) load_v(tp, smem, v_h, v_b, v_n, v_it);
+      v_h = -1;
+    };
+    // kQAhead: the tile after `tile` (taken when this one starts) and
+    // whether its Q already went out.
+    int next = 0;
+    bool q_ahead = false;
 #pragma unroll 1
-    for (int k = 0;; ++k, tile = run_step >= 0 ? tile : next_tile(tp, tile)) {
+    for (int k = 0;; ++k, tile = kQAhead ? next : run_step >= 0 ? tile : next_tile(tp, tile)) {
       Piece piece{tile, 0, -1};
       if constexpr (kStreamK) {
         if (tp.sk_tiles > 0 && tile >= tiles - tp.sk_tiles) {
@@ -444,29 +489,53 @@ struct FwdWgmmaKernel {
       }
       publish_tile(smem, k, piece);
       if (piece.tile >= tiles) break;
+      if constexpr (kQAhead) next = next_tile(tp, tile);
       const Block blk = tile_block(tp, piece.tile);
       const auto [n_begin, n_end] = piece_steps(piece, blk);
-      if (n_end <= n_begin) continue;  // no key: the consumers write zeros without Q
-      // K first: its slot frees while the previous tile still runs; Q waits
-      // for that tile's last S (or, without O apart, its O store).
-      load_k(tp, smem, blk, n_begin, it);
-      const unsigned q_full = ptx::smem_u32(&smem.q_full);
-      ptx::mbarrier_wait(ptx::smem_u32(&smem.q_empty), (round & 1) ^ 1);
-      ptx::mbarrier_arrive_expect_tx(q_full, kQBytes);
-#pragma unroll
-      for (int cb = 0; cb < kColBoxes; ++cb) {
-        ptx::tma_load_4d(ptx::smem_u32(&smem.q[cb][0][0]), &tp.tma_q, q_full, cb * kBoxCols,
-                         blk.m_block * kBlockM, blk.h, blk.b);
+      if (n_end <= n_begin) {  // no key: the consumers write zeros without Q
+        // A pending V goes out now: the consumers need it before they take
+        // this piece, and the producer publishes two pieces ahead at most.
+        flush_v();
+        continue;
       }
-      load_v(tp, smem, blk, n_begin, it);
+      // The next tile's Q, into the other buffer, which the tile before this
+      // one freed at its last S. A next tile without keys takes no Q.
+      auto load_next_q = [&]() {
+        if (next >= tiles) return;
+        const Block next_blk = tile_block(tp, next);
+        q_ahead = next_blk.n_tiles > 0;
+        if (q_ahead) load_q(tp, smem, next_blk, round + 1);
+      };
+      // K first: its slot frees while the previous tile still runs; then that
+      // tile's last V (kKAhead); Q waits for that tile's last S (or, without
+      // O apart, its O store, which needs that V).
+      load_k(tp, smem, blk, n_begin, it);
+      flush_v();
+      if (!(kQAhead && q_ahead)) load_q(tp, smem, blk, round);
+      if constexpr (kQAhead) {
+        q_ahead = false;
+        if (n_end - n_begin == 1) load_next_q();
+      }
+      if constexpr (!kKAhead) load_v(tp, smem, blk.h, blk.b, n_begin, it);
 #pragma unroll 1
       for (int n = n_begin + 1; n < n_end; ++n) {
         load_k(tp, smem, blk, n, it + n - n_begin);
-        load_v(tp, smem, blk, n, it + n - n_begin);
+        if constexpr (kQAhead) {
+          if (n == n_begin + 1) load_next_q();
+        }
+        const int nv = kKAhead ? n - 1 : n;
+        load_v(tp, smem, blk.h, blk.b, nv, it + nv - n_begin);
+      }
+      if constexpr (kKAhead) {
+        v_h = blk.h;
+        v_b = blk.b;
+        v_n = n_end - 1;
+        v_it = it + n_end - 1 - n_begin;
       }
       it += n_end - n_begin;
       ++round;
     }
+    flush_v();
   }
 
   // -------------------------------------------------------------------------
@@ -698,9 +767,10 @@ struct FwdWgmmaKernel {
     // descriptors on the uniform datapath (d128 step 490 -> 478 instructions)
     // without the whole consumer index uniform (run 63: 0.5-3% slower). Three
     // consumers take the index itself through a shuffle (see run()).
+    const int q_buf = round % kQBuffers;
     const unsigned q_addr = kConsumers == 2
-                                ? __shfl_sync(0xffffffffu, ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]), 0)
-                                : ptx::smem_u32(&smem.q[0][c * kWgmmaM][0]);
+                                ? __shfl_sync(0xffffffffu, ptx::smem_u32(&smem.q[q_buf][0][c * kWgmmaM][0]), 0)
+                                : ptx::smem_u32(&smem.q[q_buf][0][c * kWgmmaM][0]);
     // The ring's shared addresses (kRingBases32): a slot's offset added to
     // 32-bit bases taken once, or from the generic address of the slot.
     const unsigned k_tile0 = ptx::smem_u32(&smem.k[0][0][0][0]);
@@ -709,7 +779,7 @@ struct FwdWgmmaKernel {
     const unsigned v_full0 = ptx::smem_u32(&smem.v_full[0]);
     const unsigned k_empty0 = ptx::smem_u32(&smem.k_empty[0]);
     const unsigned v_empty0 = ptx::smem_u32(&smem.v_empty[0]);
-    const unsigned q_empty0 = ptx::smem_u32(&smem.q_empty);
+    const unsigned q_empty0 = ptx::smem_u32(&smem.q_empty[q_buf]);
     constexpr unsigned kBarBytes = sizeof(smem.k_full[0]);
     auto k_tile = [&](int slot) {
       if constexpr (kRingBases32) return k_tile0 + slot * unsigned(sizeof(smem.k[0]));
@@ -758,10 +828,10 @@ struct FwdWgmmaKernel {
     auto release_q = [&](int n) {
       if (kOInQ || n != last) return;
       if constexpr (kRingBases32) release(q_empty0, lane);
-      else release(smem.q_empty, lane);
+      else release(smem.q_empty[q_buf], lane);
     };
 
-    ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full), round & 1);
+    ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full[q_buf]), (round / kQBuffers) & 1);
 
     // Tile 0: S only.
     ptx::mbarrier_wait(k_full(ring_slot(it)), ring_parity(it));
@@ -835,7 +905,7 @@ struct FwdWgmmaKernel {
     if constexpr (kOApart) {
       return ptx::smem_u32(&smem.o_tile.o[cb][r][0]);
     } else {
-      return ptx::smem_u32(&smem.q[cb][r][0]);
+      return ptx::smem_u32(&smem.q[0][cb][r][0]);
     }
   }
 
@@ -914,7 +984,7 @@ struct FwdWgmmaKernel {
         }
         if constexpr (kOInQ) {
           ptx::bulk_wait_read<0>();  // these Q rows take the next tile's Q
-          ptx::mbarrier_arrive(ptx::smem_u32(&smem.q_empty));
+          ptx::mbarrier_arrive(ptx::smem_u32(&smem.q_empty[0]));
         }
       }
     }
@@ -1094,8 +1164,10 @@ struct FwdWgmmaKernel {
       ptx::prefetch_tensor_map(&tp.tma_q);
       ptx::prefetch_tensor_map(&tp.tma_k);
       ptx::prefetch_tensor_map(&tp.tma_v);
-      ptx::mbarrier_init(ptx::smem_u32(&smem.q_full), 1);
-      ptx::mbarrier_init(ptx::smem_u32(&smem.q_empty), kQEmptyArrivals);
+      for (int b = 0; b < kQBuffers; ++b) {
+        ptx::mbarrier_init(ptx::smem_u32(&smem.q_full[b]), 1);
+        ptx::mbarrier_init(ptx::smem_u32(&smem.q_empty[b]), kQEmptyArrivals);
+      }
       for (int slot = 0; slot < 2; ++slot) {
         ptx::mbarrier_init(ptx::smem_u32(&smem.tile_full[slot]), 1);
         ptx::mbarrier_init(ptx::smem_u32(&smem.tile_empty[slot]), kConsumerWarps);

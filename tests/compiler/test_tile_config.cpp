@@ -89,6 +89,22 @@ TEST_CASE("Hopper forward: the schedule follows the measurements", "[tile]") {
   CHECK(fwd_wgmma_stream_k(spec("fwd_f32tf32_d128_noncausal_even_sm90a")));
   CHECK(fwd_wgmma_stream_k(spec("fwd_f32tf32_d64_noncausal_even_sm90a")));
   CHECK(fwd_wgmma_o_apart(spec("fwd_bf16_d128_noncausal_even_sm90a")));
+  // A second Q buffer (the next tile's Q a tile ahead): 16-bit non-causal
+  // d128 two-consumer tiles without split tiles only (runs 76-77), and it
+  // still fits the shared memory.
+  for (const char* name : {"fwd_bf16_d128_noncausal_even_sm90a", "fwd_f16_d128_noncausal_padded_sm90a"}) {
+    INFO(name);
+    CHECK(fwd_wgmma_q_buffers(spec(name)) == 2);
+    CHECK(smem_bytes(spec(name)) <= max_smem_bytes(Arch::kSm90a));
+  }
+  for (const char* name : {"fwd_bf16_d128_causal_even_sm90a", "fwd_bf16_d64_noncausal_even_sm90a",
+                           "fwd_bf16_d256_noncausal_even_sm90a", "fwd_f32tf32_d128_noncausal_even_sm90a"}) {
+    INFO(name);
+    CHECK(fwd_wgmma_q_buffers(spec(name)) == 1);
+  }
+  const auto split = KernelSpec::parse("fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg_sk");
+  REQUIRE(split.ok());
+  CHECK(fwd_wgmma_q_buffers(*split) == 1);
   // Causal: the counter between 2 and 12 tiles per SM, else one CTA per tile.
   const KernelSpec causal = spec("fwd_bf16_d128_causal_even_sm90a");
   CHECK(fwd_wgmma_schedule(causal, 160, kSms) == FwdSchedule::kOneTilePerCta);      // s600
