@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run 77 (2026-12-05): run 76's KQ (K a step ahead of V in non-causal two-consumer d128 kernels and TF32; the next
-# tile's Q loaded into a second buffer as a tile starts, 16-bit non-causal two-consumer kernels with O apart)
+# tile's Q loaded into a second buffer as a tile starts, 16-bit non-causal two-consumer d128 kernels; landed)
 # against main in the same call, and issue 6's acceptance cells on KQ with torch (cuDNN, flash) and JAX (cuDNN,
-# XLA) in the same call. Cold compile_s (the bench's fresh cache). carry [".dist", ".dist-KQ"]; ~560 s.
+# XLA) in the same call. Cold compile_s (the bench's fresh cache); then the [fwd] GPU tests while time is left.
+# carry [".dist", ".dist-KQ"] (.dist-KQ: main at 84ea3fc); ~580 s.
 set -uo pipefail
 start=$(date +%s); el() { echo $(( $(date +%s) - start )); }
 before() { [ "$(el)" -lt "$1" ]; }
@@ -42,4 +43,12 @@ pack p2
 before 480 && { timeout $(( 560 - $(el) )) python3 bench/peers.py --framework jax --impls jax_cudnn,jax_xla $F \
   --out $O/jax-F.json > $O/jax-F.out 2>&1; echo "jax F exit $? (t=$(el))"; grep -h "TFLOP" $O/jax-F.out | tail -4; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv >> $O/gpu.txt 2>&1
+left=$(( 580 - $(el) ))
+if [ $left -gt 60 ]; then  # the landed build's [fwd] GPU tests, warm cache
+  .dist-KQ/bin/flashjit-warmup --grid all --arch sm90 --list 2>/dev/null | grep '^fwd' > $O/fwd-specs.txt
+  FLASHJIT_CACHE_DIR=/tmp/fjc-tests .dist-KQ/bin/flashjit-warmup -j16 $(cat $O/fwd-specs.txt) > $O/warmup.txt 2>&1
+  FLASHJIT_CACHE_DIR=/tmp/fjc-tests timeout $(( 580 - $(el) )) .dist-KQ/bin/flashjit_gpu_tests "[fwd]" --durations yes \
+    > $O/fwd-tests.txt 2>&1
+  echo "[fwd] exit $? (t=$(el))"; tail -2 $O/fwd-tests.txt
+fi
 pack end
