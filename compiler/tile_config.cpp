@@ -305,11 +305,11 @@ bool fwd_wgmma_o_apart(const KernelSpec& spec) {
 // main in the same call), with K a step ahead of V: bf16 d128 non-causal
 // s4096 +1.1-1.8% (run 76: +0.2-0.9%), s1024 / 2048 +0.8-1.8%, s1500-3000
 // within +-0.5%; d64's two-consumer tiles -1.5% (bn192, s2048) to +0.7%
-// (bn128, s1024), so head_dim 128 only.
+// (bn128, s1024), so head_dim 128 only. The second Q tile is as large as O's
+// staging tile, so where both fit, O is apart (fwd_wgmma_o_apart).
 int fwd_wgmma_q_buffers(const KernelSpec& spec) {
   const bool q_ahead = spec.direction == Direction::kFwd && spec.tile.wgmma && spec.dtype != DType::kF32 &&
                        spec.head_dim == 128 && !spec.causal && !spec.tile.stream_k && spec.tile.block_m == 128 &&
-                       fwd_wgmma_o_apart(spec) &&
                        fwd_wgmma_tile_bytes(spec) + 2 * fwd_wgmma_o_bytes(spec) + kWgmmaBarrierBlock +
                                kWgmmaAlignSlack <=
                            max_smem_bytes(Arch::kSm90a);

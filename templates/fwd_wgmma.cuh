@@ -467,11 +467,11 @@ struct FwdWgmmaKernel {
     int round = 0;
     int tile = blockIdx.x;
     int run_step = -1;  // >= 0: dealing the stream-K run, this CTA's next step of it
-    // kKAhead: the V still to load, step v_n (ring step v_it) of head v_h
-    // (< 0: none) of batch v_b.
-    int v_h = -1, v_b = 0, v_n = 0, v_it = 0;
+    // kKAhead: the V still to load, step v_n of head v_h (< 0: none) of
+    // batch v_b: the last tile's last, ring step it - 1.
+    int v_h = -1, v_b = 0, v_n = 0;
     auto flush_v = [&]() {
-      if (kKAhead && v_h >= 0) load_v(tp, smem, v_h, v_b, v_n, v_it);
+      if (kKAhead && v_h >= 0) load_v(tp, smem, v_h, v_b, v_n, it - 1);
       v_h = -1;
     };
     // kQAhead: the tile after `tile` (taken when this one starts) and
@@ -530,7 +530,6 @@ struct FwdWgmmaKernel {
         v_h = blk.h;
         v_b = blk.b;
         v_n = n_end - 1;
-        v_it = it + n_end - 1 - n_begin;
       }
       it += n_end - n_begin;
       ++round;
