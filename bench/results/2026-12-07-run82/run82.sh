@@ -3,17 +3,12 @@
 # tiles and two consumers run a tile's last step 64 or 96 keys wide when it holds that few keys), before it lands:
 # the [fwd] GPU tests on it (the new narrow-step test first), then three rounds of d128 nc 600/1500/3000 (padded)
 # and 4096 (even: the same kernel as before, a control) and d64 nc 1500/3000: new (.dist) and main (.dist-old),
-# the order reversed each round, torch (cuDNN, flash) at d128 in the same rounds.
-# carry [".dist", ".dist-old"]; ~400 s; every stage packs its own tarball.
+# main first in round 2, torch (cuDNN, flash) at d128 in the same rounds.
+# carry [".dist", ".dist-old"]; ~440 s; every stage packs its own tarball.
 set -uo pipefail
-start=$(date +%s); el() { echo $(( $(date +%s) - start )); }
-before() { [ "$(el)" -lt "$1" ]; }
-O=$OUT/run82; mkdir -p $O
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > $O/gpu.txt 2>&1
-pack() { tar czf $OUT/run82-$1.tgz -C $O . && rm -f $O/*; }
-.dist/bin/flashjit-warmup --grid all --arch sm90 --list 2>/dev/null | grep '^fwd' > $O/fwd-specs.txt
-FLASHJIT_CACHE_DIR=/tmp/fjt .dist/bin/flashjit-warmup -j16 $(cat $O/fwd-specs.txt) > $O/warmup-new.txt 2>&1
-echo "warm-up exit $? (t=$(el))"; tail -2 $O/warmup-new.txt
+source bench/device_prelude.sh run82
+gpu_line
+warm_fwd
 FLASHJIT_CACHE_DIR=/tmp/fjt timeout 60 .dist/bin/flashjit_gpu_tests "forward: the last K/V step at each width the padded Hopper kernels run it" --durations yes > $O/narrow-test.txt 2>&1
 echo "narrow test exit $? (t=$(el))"; tail -3 $O/narrow-test.txt
 FLASHJIT_CACHE_DIR=/tmp/fjt timeout 230 .dist/bin/flashjit_gpu_tests "[fwd]" --durations yes > $O/fwd-tests-new.txt 2>&1
@@ -37,5 +32,5 @@ for p in 1 2 3; do
   echo "torch pass $p (t=$(el))"; grep -h "TFLOP/s (" $O/torch-*-p$p.out | awk '{print $2, $4, $5, $6, $(NF-3)}'
   pack p$p
 done
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv >> $O/gpu.txt 2>&1
+gpu_line
 pack end

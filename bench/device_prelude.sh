@@ -1,0 +1,21 @@
+# Sourced by a run script on the device machine (bench/results/*/runNN.sh), after `set -uo pipefail`.
+# Usage: source bench/device_prelude.sh NAME  — gives:
+#   $O            the results folder, $OUT/NAME
+#   el            seconds since the script started;  before T: true while el < T
+#   gpu_line      appends the GPU's name, clocks, power and temperature to $O/gpu.txt
+#   pack STAGE    moves what is in $O into $OUT/NAME-STAGE.tgz (a stage's results come back even if a later one hangs)
+#   warm_fwd      compiles every sm90 forward spec of the warm-up grid into /tmp/fjt with .dist's warm-up tool
+run_name=$1
+start=$(date +%s)
+el() { echo $(( $(date +%s) - start )); }
+before() { [ "$(el)" -lt "$1" ]; }
+O=$OUT/$run_name; mkdir -p "$O"
+gpu_line() {
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv >> "$O/gpu.txt" 2>&1
+}
+pack() { tar czf "$OUT/$run_name-$1.tgz" -C "$O" . && rm -f "$O"/*; }
+warm_fwd() {
+  .dist/bin/flashjit-warmup --grid all --arch sm90 --list 2>/dev/null | grep '^fwd' > "$O/fwd-specs.txt"
+  FLASHJIT_CACHE_DIR=/tmp/fjt .dist/bin/flashjit-warmup -j16 $(cat "$O/fwd-specs.txt") > "$O/warmup-new.txt" 2>&1
+  echo "warm-up exit $? (t=$(el))"; tail -2 "$O/warmup-new.txt"
+}
