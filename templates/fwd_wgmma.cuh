@@ -565,8 +565,9 @@ struct FwdWgmmaKernel {
   /// from the address each step, as before.
   static constexpr bool kQDescPerStep = kHeadDim == 256;
 
-  /// Issues S = Q K^T (this consumer's 64 rows x kBlockN keys) and commits it.
-  static __device__ __forceinline__ void issue_qk(float (&acc_s)[kSRegs], unsigned q_addr, unsigned k_addr) {
+  /// Issues S = Q K^T (this consumer's 64 rows x 2 kRegs keys) and commits it.
+  template <int kRegs>
+  static __device__ __forceinline__ void issue_qk(float (&acc_s)[kRegs], unsigned q_addr, unsigned k_addr) {
     const unsigned long long q_desc = k_major_desc(q_addr);
     const unsigned long long k_desc = k_major_desc(k_addr);
 #pragma unroll
@@ -578,21 +579,35 @@ struct FwdWgmmaKernel {
     ptx::wgmma_commit();
   }
 
-  // A padded kernel's last K/V tile often holds fewer keys than the tile.
-  // Skipping the P V k steps past them (to the next quarter of the tile)
-  // measured within noise at d64/d128 s600/1500/3000 (run 19 of
-  // bench/results/2026-12-04-h200-run19), and a narrower S = Q K^T wgmma
-  // into part of S made ptxas serialise every wgmma of the kernel (C7511) at
-  // some head_dim or other: both products stay full width.
+  // A padded kernel's last K/V tile often holds fewer keys than the tile
+  // (s1500: 92 of 128). kNarrowLast: the 16-bit non-causal padded kernels
+  // with 128-key tiles and two consumers run that step 64 or 96 keys wide
+  // (S, softmax and P V), the width picked per tile from its key count: the
+  // main loop stops a step early and the narrow step follows it. With three
+  // consumers (d64) or split tiles (kStreamK) ptxas serialises the wgmma for
+  // want of registers (C7511).
+  // Run 19 (bench/results/2026-12-04-h200-run19) measured a narrow last P V
+  // alone within noise, on a kernel whose softmax did not yet run under the
+  // products. Run 82 (bench/results/2026-12-07-run82, an H100, against the
+  // kernel without it): bf16 d128 600 / 1500 / 3000 +0.5-2.3 / +0.7-2.2 /
+  // +2.9-3.7%, 4096 (even) unchanged; its cold compile 0.75 -> 1.34 s.
+  static constexpr bool kNarrowLast =
+      !kIsTf32 && !kIsCausal && !kIsEven && !kStreamK && kBlockN == 128 && kConsumers == 2;
+  /// A width in keys as a type, for the main loop's step lambdas.
+  template <int kN>
+  struct Cols {
+    static constexpr int value = kN;
+  };
 
-  /// Issues O += P V (P: this consumer's 64 rows x kBlockN keys, in registers)
+  /// Issues O += P V (P: this consumer's 64 rows x kCols keys, in registers)
   /// and commits it.
+  template <int kCols = kBlockN>
   static __device__ __forceinline__ void issue_pv(float (&acc_o)[kORegs], const unsigned (&p)[kPRegs],
                                                   unsigned v_addr) {
     const unsigned long long v_desc = kIsTf32 ? k_major_desc(v_addr)
                                               : ptx::smem_desc_sw128(v_addr, kVBoxBytes, kSwizzleAtomBytes);
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / kKStep; ++kk) {
+    for (int kk = 0; kk < kCols / kKStep; ++kk) {
       const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
       if constexpr (kIsTf32) {
         ptx::wgmma_rs(acc_o, a, ptx::smem_desc_advance(v_desc, k_step_offset(kk, kVBoxBytes)), true, Element{});
@@ -610,9 +625,11 @@ struct FwdWgmmaKernel {
 
   /// Sets scores of invisible keys to -inf. `limit[half]` is the first
   /// invisible key of the row relative to the lane's key 2t.
-  static __device__ __forceinline__ void apply_mask(float (&acc_s)[kSRegs], const int (&limit)[2]) {
+  template <int kRegs>
+  static __device__ __forceinline__ void apply_mask(float (&acc_s)[kRegs], const int (&limit)[2]) {
+    constexpr int kCols = 2 * kRegs;
 #pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j)
+    for (int j = 0; j < kCols / 8; ++j)
 #pragma unroll
       for (int half = 0; half < 2; ++half)
 #pragma unroll
@@ -630,10 +647,12 @@ struct FwdWgmmaKernel {
   static constexpr float kLazyRescaleLog2 = 8.f;
 
   /// The running max of row `half` with this tile's scores (quad-reduced).
-  static __device__ __forceinline__ float tile_row_max(const float (&acc_s)[kSRegs], int half, float row_max) {
+  template <int kRegs>
+  static __device__ __forceinline__ float tile_row_max(const float (&acc_s)[kRegs], int half, float row_max) {
+    constexpr int kCols = 2 * kRegs;
     float mx = row_max;
 #pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j) {
+    for (int j = 0; j < kCols / 8; ++j) {
       mx = ptx::fmax(mx, ptx::fmax(acc_s[4 * j + 2 * half], acc_s[4 * j + 2 * half + 1]));
     }
     return ptx::quad_max(mx);
@@ -641,12 +660,14 @@ struct FwdWgmmaKernel {
 
   /// S -> P = exp2(S * scale_log2 - max) in place for row `half`; returns
   /// this lane's partial row sum of P.
-  static __device__ __forceinline__ float exponentiate_row(float (&acc_s)[kSRegs], int half, float max,
+  template <int kRegs>
+  static __device__ __forceinline__ float exponentiate_row(float (&acc_s)[kRegs], int half, float max,
                                                            float scale_log2) {
+    constexpr int kCols = 2 * kRegs;
     const float max_scaled = fwd::scaled_max(max, scale_log2);
     float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j)
+    for (int j = 0; j < kCols / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& s = acc_s[4 * j + 2 * half + e];
@@ -661,7 +682,8 @@ struct FwdWgmmaKernel {
   /// (warp-uniform). The reference moves per row (a row without keys yet
   /// has -inf - -inf = NaN: no growth); the vote only decides O's rescale,
   /// off the exponentials' path.
-  static __device__ __forceinline__ bool exponentiate(float (&acc_s)[kSRegs], const float (&row_max)[2],
+  template <int kRegs>
+  static __device__ __forceinline__ bool exponentiate(float (&acc_s)[kRegs], const float (&row_max)[2],
                                                       float (&new_max)[2], float (&tile_sum)[2],
                                                       float scale_log2) {
 #pragma unroll
@@ -712,10 +734,12 @@ struct FwdWgmmaKernel {
   /// for TF32, k8 step j reads (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4),
   /// which V^T's key order (0, 2, 4, 6, 1, 3, 5, 7 per 8) makes keys 2t, 2t,
   /// 2t + 1, 2t + 1 of rows g, g + 8, g, g + 8: S registers 0, 2, 1, 3.
-  static __device__ __forceinline__ void pack_p(unsigned (&p)[kPRegs], const float (&acc_s)[kSRegs]) {
+  template <int kRegs>
+  static __device__ __forceinline__ void pack_p(unsigned (&p)[kPRegs], const float (&acc_s)[kRegs]) {
+    constexpr int kCols = 2 * kRegs;
     if constexpr (kIsTf32) {
 #pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
+      for (int j = 0; j < kCols / 8; ++j) {
         p[4 * j + 0] = ptx::f32_to_tf32_finite(acc_s[4 * j + 0]);
         p[4 * j + 1] = ptx::f32_to_tf32_finite(acc_s[4 * j + 2]);
         p[4 * j + 2] = ptx::f32_to_tf32_finite(acc_s[4 * j + 1]);
@@ -723,7 +747,7 @@ struct FwdWgmmaKernel {
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < kPRegs; ++i) p[i] = ptx::pack_16x2<Element>(acc_s[2 * i], acc_s[2 * i + 1]);
+      for (int i = 0; i < kCols / 4; ++i) p[i] = ptx::pack_16x2<Element>(acc_s[2 * i], acc_s[2 * i + 1]);
     }
   }
 
@@ -812,7 +836,7 @@ struct FwdWgmmaKernel {
     unsigned p[kPRegs];
     float new_max[2], tile_sum[2], correction[2];
     // Mask limits for step n, relative to the lane's first key there.
-    auto mask_tile = [&](int n) {
+    auto mask_tile = [&](auto& acc, int n) {
       const int key0 = (n_begin + n) * kBlockN + 2 * t;
       int limit[2];
 #pragma unroll
@@ -821,7 +845,7 @@ struct FwdWgmmaKernel {
         if constexpr (kIsCausal) lim = fwd::imin(lim, row0 + 8 * half + blk.causal_offset + 1 - key0);
         limit[half] = lim;
       }
-      apply_mask(acc_s, limit);
+      apply_mask(acc, limit);
     };
     // Unless O goes through Q's rows, Q is free for the next tile once the last S is done.
     auto release_q = [&](int n) {
@@ -842,13 +866,21 @@ struct FwdWgmmaKernel {
     ptx::fence_operand(acc_s);
     release_k(ring_slot(it));
     release_q(0);
-    if (0 >= mask_begin) mask_tile(0);
+    if (0 >= mask_begin) mask_tile(acc_s, 0);
     exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
     update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);  // O is still zero: no rescale
     pack_p(p, acc_s);
 
-#pragma unroll 1
-    for (int n = 1; n <= last; ++n) {
+    // Step n >= 1 at kW keys: S of step n with P V of step n - 1 (always
+    // full: only a tile's last step is narrow), then step n's softmax.
+    auto step = [&](auto cols, int n) {
+      constexpr int kW = decltype(cols)::value;
+      // A narrow S has registers of its own: as a part of S ptxas serialised the wgmma (C7511).
+      float acc_narrow[kW == kBlockN ? 1 : kW / 2];
+      auto& acc = [&]() -> auto& {
+        if constexpr (kW == kBlockN) return acc_s;
+        else return acc_narrow;
+      }();
       const int s = ring_slot(it + n);
       const int sp = ring_slot(it + n - 1);
       ptx::mbarrier_wait(k_full(s), ring_parity(it + n));
@@ -856,15 +888,15 @@ struct FwdWgmmaKernel {
       take_turn(c);
       ptx::fence_operand(acc_o);
       ptx::wgmma_fence();
-      issue_qk(acc_s, q_addr, k_tile(s));
+      issue_qk(acc, q_addr, k_tile(s));
       issue_pv(acc_o, p, v_tile(sp));
       pass_turn(c);
       ptx::wgmma_wait<1>();  // S done; P V of tile n - 1 may still run
-      ptx::fence_operand(acc_s);
+      ptx::fence_operand(acc);
       release_k(s);
       release_q(n);
-      if (n >= mask_begin) mask_tile(n);
-      const bool moved = exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
+      if (n >= mask_begin) mask_tile(acc, n);
+      const bool moved = exponentiate(acc, row_max, new_max, tile_sum, scale_log2);
       // The sums move before the wait (correction 1 where the max stayed).
       update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
       // In one block with the softmax, ptxas hoists the wait above it (the
@@ -882,21 +914,43 @@ struct FwdWgmmaKernel {
       ptx::fence_operand(p);
       if (moved) rescale_o(acc_o, correction);
       release_v(sp);
-      pack_p(p, acc_s);
+      pack_p(p, acc);
+    };
+    // P V of the last step, kW keys wide.
+    auto last_pv = [&](auto cols) {
+      const int sl = ring_slot(it + last);
+      ptx::mbarrier_wait(v_full(sl), ring_parity(it + last));
+      take_turn(c);
+      ptx::fence_operand(acc_o);
+      ptx::wgmma_fence();
+      issue_pv<decltype(cols)::value>(acc_o, p, v_tile(sl));
+      pass_turn(c);
+      ptx::wgmma_wait<0>();
+      ptx::fence_operand(acc_o);
+      ptx::fence_operand(p);
+      release_v(sl);
+    };
+    // kNarrowLast: the keys of the piece's last step pick its width (the same
+    // in every consumer, so the turns stay in step); a piece of one step
+    // stays full.
+    int narrow = 0;
+    if constexpr (kNarrowLast) {
+      const int keys_last = blk.seqlen_k - (n_begin + last) * kBlockN;
+      if (last >= 1) narrow = keys_last <= 64 ? 64 : keys_last <= 96 ? 96 : 0;
     }
 
-    // P V of the last tile.
-    const int sl = ring_slot(it + last);
-    ptx::mbarrier_wait(v_full(sl), ring_parity(it + last));
-    take_turn(c);
-    ptx::fence_operand(acc_o);
-    ptx::wgmma_fence();
-    issue_pv(acc_o, p, v_tile(sl));
-    pass_turn(c);
-    ptx::wgmma_wait<0>();
-    ptx::fence_operand(acc_o);
-    ptx::fence_operand(p);
-    release_v(sl);
+#pragma unroll 1
+    for (int n = 1; n <= last - (narrow != 0); ++n) step(Cols<kBlockN>{}, n);
+
+    if constexpr (kNarrowLast) {
+      auto narrow_last = [&](auto cols) {
+        step(cols, last);
+        last_pv(cols);
+      };
+      if (narrow == 64) return narrow_last(Cols<64>{});
+      if (narrow == 96) return narrow_last(Cols<96>{});
+    }
+    last_pv(Cols<kBlockN>{});
   }
 
   /// Shared address of row r, box cb of O's staging tile.

@@ -17,7 +17,7 @@ pack tests
 D="--dtypes bfloat16 --head-dims 128 --seqs 600,1500,3000,4096 --causal 0 --modes fwd"
 S="--dtypes bfloat16 --head-dims 64 --seqs 1500,3000 --causal 0 --modes fwd"
 for p in 1 2 3; do
-  before 440 || break
+  before 330 || break
   cs="new old"; [ $p = 2 ] && cs="old new"
   for g in D S; do
     for c in $cs; do
