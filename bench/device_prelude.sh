@@ -19,3 +19,13 @@ warm_fwd() {
   FLASHJIT_CACHE_DIR=/tmp/fjt .dist/bin/flashjit-warmup -j16 $(cat "$O/fwd-specs.txt") > "$O/warmup-new.txt" 2>&1
   echo "warm-up exit $? (t=$(el))"; tail -2 "$O/warmup-new.txt"
 }
+# bench_pass DIST TAG PASS GROUP...: flashjit-bench from DIST/bin on each group's arguments (the variable named
+# GROUP), to $O/TAG-GROUP-pPASS.{json,out}, with the cache in /tmp/fjc-$run_name; then prints the TFLOP/s lines.
+bench_pass() {
+  local dist=$1 tag=$2 pass=$3 g; shift 3
+  for g in "$@"; do
+    FLASHJIT_CACHE_DIR=/tmp/fjc-$run_name timeout 60 $dist/bin/flashjit-bench ${!g} --tag $tag \
+      --out $O/$tag-$g-p$pass.json > $O/$tag-$g-p$pass.out 2>&1 || echo "$tag $g pass $pass failed $?"
+  done
+  echo "$tag pass $pass (t=$(el))"; grep -h "TFLOP/s (" $O/$tag-*-p$pass.out | awk '{print $4, $5, $6, $(NF-3)}'
+}

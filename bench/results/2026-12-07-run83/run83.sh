@@ -2,7 +2,7 @@
 # Run 83 (2026-12-07): issue 6's acceptance cells on main with N landed (.dist), peers in the same call.
 # bf16 B4 H8 forward: d128 non-causal 1500/3000/4096/8192 (D), d64 non-causal 4096 (S), d128 causal 8192 (K);
 # float32 (TF32) d128 8192 (T). flashjit twice (the first pass with an empty cache: cold compile_s), torch cuDNN
-# and flash between the passes (torch TF32 for T). carry [".dist"]; ~80-120 s.
+# and flash between the passes (torch TF32 for T). carry [".dist"]; ~80-120 s. Not run yet: no device time was left.
 set -uo pipefail
 source bench/device_prelude.sh run83
 gpu_line
@@ -10,14 +10,7 @@ D="--dtypes bfloat16 --head-dims 128 --seqs 1500,3000,4096,8192 --causal 0 --mod
 S="--dtypes bfloat16 --head-dims 64 --seqs 4096 --causal 0 --modes fwd"
 K="--dtypes bfloat16 --head-dims 128 --seqs 8192 --causal 1 --modes fwd"
 T="--dtypes float32 --head-dims 128 --seqs 8192 --causal 0 --modes fwd"
-fj() {
-  for g in D S K T; do
-    FLASHJIT_CACHE_DIR=/tmp/fjc-83 timeout 60 .dist/bin/flashjit-bench ${!g} --tag main --out $O/main-$g-p$1.json \
-      > $O/main-$g-p$1.out 2>&1 || echo "main $g pass $1 failed $?"
-  done
-  echo "flashjit pass $1 (t=$(el))"; grep -h "TFLOP/s (" $O/main-*-p$1.out | awk '{print $4, $5, $6, $(NF-3)}'
-  pack p$1
-}
+fj() { bench_pass .dist main $1 D S K T; pack p$1; }
 fj 1
 for g in D S K; do
   before 150 && { timeout 60 python3 bench/peers.py --framework torch --impls torch_cudnn,torch_flash ${!g} \
