@@ -412,6 +412,7 @@ struct FwdWgmmaKernel {
     ptx::mbarrier_arrive_expect_tx(full_bar, kKVBytes);
   }
 
+  /// K of step n of tile `blk`.
   static __device__ __forceinline__ void load_k(const FwdTmaParams& tp, SharedStorage& smem, const Block& blk,
                                                 int n, int it) {
     const int s = ring_slot(it);
@@ -419,12 +420,12 @@ struct FwdWgmmaKernel {
     claim_slot(full, ptx::smem_u32(&smem.k_empty[s]), it);
 #pragma unroll
     for (int cb = 0; cb < kColBoxes; ++cb) {
-      ptx::tma_load_4d(ptx::smem_u32(&smem.k[s][cb][0][0]), &tp.tma_k, full, cb * kBoxCols, n * kBlockN, blk.h,
-                       blk.b);
+      ptx::tma_load_4d(ptx::smem_u32(&smem.k[s][cb][0][0]), &tp.tma_k, full, cb * kBoxCols,
+                       kv_block(blk, n) * kBlockN, blk.h, blk.b);
     }
   }
 
-  /// V of step n of (batch b, head h).
+  /// V tile n (kv_block) of (batch b, head h).
   static __device__ __forceinline__ void load_v(const FwdTmaParams& tp, SharedStorage& smem, int h, int b, int n,
                                                 int it) {
     const int s = ring_slot(it);
@@ -467,8 +468,8 @@ struct FwdWgmmaKernel {
     int round = 0;
     int tile = blockIdx.x;
     int run_step = -1;  // >= 0: dealing the stream-K run, this CTA's next step of it
-    // kKAhead: the V still to load, step v_n of head v_h (< 0: none) of
-    // batch v_b: the last tile's last, ring step it - 1.
+    // kKAhead: the V still to load, tile v_n of head v_h (< 0: none) of
+    // batch v_b: the last tile's last step's, ring step it - 1.
     int v_h = -1, v_b = 0, v_n = 0;
     auto flush_v = [&]() {
       if (kKAhead && v_h >= 0) load_v(tp, smem, v_h, v_b, v_n, it - 1);
@@ -516,7 +517,7 @@ struct FwdWgmmaKernel {
         q_ahead = false;
         if (n_end - n_begin == 1) load_next_q();
       }
-      if constexpr (!kKAhead) load_v(tp, smem, blk.h, blk.b, n_begin, it);
+      if constexpr (!kKAhead) load_v(tp, smem, blk.h, blk.b, kv_block(blk, n_begin), it);
 #pragma unroll 1
       for (int n = n_begin + 1; n < n_end; ++n) {
         load_k(tp, smem, blk, n, it + n - n_begin);
@@ -524,12 +525,12 @@ struct FwdWgmmaKernel {
           if (n == n_begin + 1) load_next_q();
         }
         const int nv = kKAhead ? n - 1 : n;
-        load_v(tp, smem, blk.h, blk.b, nv, it + nv - n_begin);
+        load_v(tp, smem, blk.h, blk.b, kv_block(blk, nv), it + nv - n_begin);
       }
       if constexpr (kKAhead) {
         v_h = blk.h;
         v_b = blk.b;
-        v_n = n_end - 1;
+        v_n = kv_block(blk, n_end - 1);
       }
       it += n_end - n_begin;
       ++round;
@@ -580,34 +581,58 @@ struct FwdWgmmaKernel {
   }
 
   // A padded kernel's last K/V tile often holds fewer keys than the tile
-  // (s1500: 92 of 128). kNarrowLast: the 16-bit non-causal padded kernels
-  // with 128-key tiles and two consumers run that step 64 or 96 keys wide
-  // (S, softmax and P V), the width picked per tile from its key count: the
-  // main loop stops a step early and the narrow step follows it. With three
-  // consumers (d64) or split tiles (kStreamK) ptxas serialises the wgmma for
-  // want of registers (C7511).
-  // Run 19 (bench/results/2026-12-04-h200-run19) measured a narrow last P V
-  // alone within noise, on a kernel whose softmax did not yet run under the
-  // products. Run 82 (bench/results/2026-12-07-run82, an H100, against the
-  // kernel without it): bf16 d128 600 / 1500 / 3000 +0.5-2.3 / +0.7-2.2 /
-  // +2.9-3.7%, 4096 (even) unchanged; its cold compile 0.75 -> 1.34 s.
-  static constexpr bool kNarrowLast =
+  // (s1500: 92 of 128). kPartialFirst: the 16-bit non-causal padded kernels
+  // with 128-key tiles and two consumers take that K/V tile first (kv_block)
+  // and, where it holds at most kNarrowKeys keys, run its S and softmax that
+  // wide (first_width). That is step 0, which has no P V beside it and lies
+  // outside the main loop, so the main loop has one body and no mask. P V
+  // stays full width (P is zero past the width).
+  // Run 82's kNarrowLast ran the last step narrow instead, as copies of the
+  // whole step (S, softmax, P V) at 64 and 96 keys: +0.7-2.2% at 1500, but
+  // NVRTC's time 1.3 -> 2.4 s (run 83): each wgmma statement costs ~10 ms.
+  // Run 84 (bench/results/2026-12-07-run84, an H100, against kNarrowLast in
+  // the same call): bf16 d128 600 / 1500 / 3000 +0.2-1.5 / -0.1-0.2 /
+  // -0.1-1.9%; cold compile 1.47-1.79 s against 1.77-2.57 s on that host,
+  // 0.69 against 1.1-1.25 s on a 2-core CPU machine.
+  // ptxas serialised the wgmma (C7511) with a narrow S in the main loop
+  // (written into part of S's registers, or merged with the full S while in
+  // flight), with a 64-key step 0, and with a narrow step 0 whose S joined
+  // acc_s before its softmax; a narrow P V in the main loop cost every step
+  // 11 instructions. Three consumers (d64) and split tiles (kStreamK) have
+  // no registers to spare for any narrow step.
+  static constexpr bool kPartialFirst =
       !kIsTf32 && !kIsCausal && !kIsEven && !kStreamK && kBlockN == 128 && kConsumers == 2;
-  /// A width in keys as a type, for the main loop's step lambdas.
+  static constexpr int kNarrowKeys = 96;
+  /// The K/V tile of step n of a tile: kPartialFirst, the last (partial)
+  /// one first and then the others in order; only for whole tiles (no
+  /// stream-K pieces).
+  static __device__ __forceinline__ int kv_block(const Block& blk, int n) {
+    if constexpr (kPartialFirst) return n == 0 ? blk.n_tiles - 1 : n - 1;
+    return n;
+  }
+  /// How many keys wide step 0's S and softmax run: kNarrowKeys where
+  /// kPartialFirst's partial tile holds that few, else kBlockN.
+  static __device__ __forceinline__ int first_width(const Block& blk) {
+    if constexpr (kPartialFirst) {
+      const int keys = blk.seqlen_k - (blk.n_tiles - 1) * kBlockN;
+      return keys <= kNarrowKeys ? kNarrowKeys : kBlockN;
+    }
+    return kBlockN;
+  }
+  /// A number as a type, for generic lambdas.
   template <int kN>
-  struct Cols {
+  struct IntConst {
     static constexpr int value = kN;
   };
 
-  /// Issues O += P V (P: this consumer's 64 rows x kCols keys, in registers)
-  /// and commits it.
-  template <int kCols = kBlockN>
+  /// Issues O += P V (P: this consumer's 64 rows x kBlockN keys, in
+  /// registers) and commits it.
   static __device__ __forceinline__ void issue_pv(float (&acc_o)[kORegs], const unsigned (&p)[kPRegs],
                                                   unsigned v_addr) {
     const unsigned long long v_desc = kIsTf32 ? k_major_desc(v_addr)
                                               : ptx::smem_desc_sw128(v_addr, kVBoxBytes, kSwizzleAtomBytes);
 #pragma unroll
-    for (int kk = 0; kk < kCols / kKStep; ++kk) {
+    for (int kk = 0; kk < kBlockN / kKStep; ++kk) {
       const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
       if constexpr (kIsTf32) {
         ptx::wgmma_rs(acc_o, a, ptx::smem_desc_advance(v_desc, k_step_offset(kk, kVBoxBytes)), true, Element{});
@@ -837,7 +862,7 @@ struct FwdWgmmaKernel {
     float new_max[2], tile_sum[2], correction[2];
     // Mask limits for step n, relative to the lane's first key there.
     auto mask_tile = [&](auto& acc, int n) {
-      const int key0 = (n_begin + n) * kBlockN + 2 * t;
+      const int key0 = kv_block(blk, n_begin + n) * kBlockN + 2 * t;
       int limit[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -856,31 +881,42 @@ struct FwdWgmmaKernel {
 
     ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full[q_buf]), (round / kQBuffers) & 1);
 
-    // Tile 0: S only.
+    // Step 0: S only, and its softmax, first_width() keys wide. A narrow S
+    // has registers of its own, and P past it is zero.
     ptx::mbarrier_wait(k_full(ring_slot(it)), ring_parity(it));
     take_turn(c);
-    ptx::wgmma_fence();
-    issue_qk(acc_s, q_addr, k_tile(ring_slot(it)));
-    pass_turn(c);
-    ptx::wgmma_wait<0>();
-    ptx::fence_operand(acc_s);
-    release_k(ring_slot(it));
-    release_q(0);
-    if (0 >= mask_begin) mask_tile(acc_s, 0);
-    exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
-    update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);  // O is still zero: no rescale
-    pack_p(p, acc_s);
-
-    // Step n >= 1 at kW keys: S of step n with P V of step n - 1 (always
-    // full: only a tile's last step is narrow), then step n's softmax.
-    auto step = [&](auto cols, int n) {
-      constexpr int kW = decltype(cols)::value;
-      // A narrow S has registers of its own: as a part of S ptxas serialised the wgmma (C7511).
-      float acc_narrow[kW == kBlockN ? 1 : kW / 2];
+    auto first_step = [&](auto regs) {
+      constexpr int kRegs = decltype(regs)::value;
+      float acc_narrow[kRegs == kSRegs ? 1 : kRegs];
       auto& acc = [&]() -> auto& {
-        if constexpr (kW == kBlockN) return acc_s;
+        if constexpr (kRegs == kSRegs) return acc_s;
         else return acc_narrow;
       }();
+      ptx::wgmma_fence();
+      issue_qk(acc, q_addr, k_tile(ring_slot(it)));
+      pass_turn(c);
+      ptx::wgmma_wait<0>();
+      ptx::fence_operand(acc);
+      release_k(ring_slot(it));
+      release_q(0);
+      // kPartialFirst: step 0, the partial tile, is the only one to mask.
+      if (kPartialFirst ? blk.n_mask_begin < blk.n_tiles : 0 >= mask_begin) mask_tile(acc, 0);
+      exponentiate(acc, row_max, new_max, tile_sum, scale_log2);
+      update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);  // O is still zero: no rescale
+      pack_p(p, acc);
+      constexpr int kPacked = kPRegs * kRegs / kSRegs;  // the registers pack_p wrote
+#pragma unroll
+      for (int i = kPacked; i < kPRegs; ++i) p[i] = 0u;
+    };
+    bool narrow_first = false;
+    if constexpr (kPartialFirst) {
+      narrow_first = first_width(blk) == kNarrowKeys;
+      if (narrow_first) first_step(IntConst<kSRegs * kNarrowKeys / kBlockN>{});
+    }
+    if (!narrow_first) first_step(IntConst<kSRegs>{});
+
+    // Step n >= 1: S of step n with P V of step n - 1, then step n's softmax.
+    auto step = [&](int n) {
       const int s = ring_slot(it + n);
       const int sp = ring_slot(it + n - 1);
       ptx::mbarrier_wait(k_full(s), ring_parity(it + n));
@@ -888,15 +924,15 @@ struct FwdWgmmaKernel {
       take_turn(c);
       ptx::fence_operand(acc_o);
       ptx::wgmma_fence();
-      issue_qk(acc, q_addr, k_tile(s));
+      issue_qk(acc_s, q_addr, k_tile(s));
       issue_pv(acc_o, p, v_tile(sp));
       pass_turn(c);
       ptx::wgmma_wait<1>();  // S done; P V of tile n - 1 may still run
-      ptx::fence_operand(acc);
+      ptx::fence_operand(acc_s);
       release_k(s);
       release_q(n);
-      if (n >= mask_begin) mask_tile(acc, n);
-      const bool moved = exponentiate(acc, row_max, new_max, tile_sum, scale_log2);
+      if (!kPartialFirst && n >= mask_begin) mask_tile(acc_s, n);
+      const bool moved = exponentiate(acc_s, row_max, new_max, tile_sum, scale_log2);
       // The sums move before the wait (correction 1 where the max stayed).
       update_stats(row_max, row_sum, new_max, tile_sum, scale_log2, correction);
       // In one block with the softmax, ptxas hoists the wait above it (the
@@ -914,43 +950,24 @@ struct FwdWgmmaKernel {
       ptx::fence_operand(p);
       if (moved) rescale_o(acc_o, correction);
       release_v(sp);
-      pack_p(p, acc);
+      pack_p(p, acc_s);
     };
-    // P V of the last step, kW keys wide.
-    auto last_pv = [&](auto cols) {
-      const int sl = ring_slot(it + last);
-      ptx::mbarrier_wait(v_full(sl), ring_parity(it + last));
-      take_turn(c);
-      ptx::fence_operand(acc_o);
-      ptx::wgmma_fence();
-      issue_pv<decltype(cols)::value>(acc_o, p, v_tile(sl));
-      pass_turn(c);
-      ptx::wgmma_wait<0>();
-      ptx::fence_operand(acc_o);
-      ptx::fence_operand(p);
-      release_v(sl);
-    };
-    // kNarrowLast: the keys of the piece's last step pick its width (the same
-    // in every consumer, so the turns stay in step); a piece of one step
-    // stays full.
-    int narrow = 0;
-    if constexpr (kNarrowLast) {
-      const int keys_last = blk.seqlen_k - (n_begin + last) * kBlockN;
-      if (last >= 1) narrow = keys_last <= 64 ? 64 : keys_last <= 96 ? 96 : 0;
-    }
 
 #pragma unroll 1
-    for (int n = 1; n <= last - (narrow != 0); ++n) step(Cols<kBlockN>{}, n);
+    for (int n = 1; n <= last; ++n) step(n);
 
-    if constexpr (kNarrowLast) {
-      auto narrow_last = [&](auto cols) {
-        step(cols, last);
-        last_pv(cols);
-      };
-      if (narrow == 64) return narrow_last(Cols<64>{});
-      if (narrow == 96) return narrow_last(Cols<96>{});
-    }
-    last_pv(Cols<kBlockN>{});
+    // P V of the last step.
+    const int sl = ring_slot(it + last);
+    ptx::mbarrier_wait(v_full(sl), ring_parity(it + last));
+    take_turn(c);
+    ptx::fence_operand(acc_o);
+    ptx::wgmma_fence();
+    issue_pv(acc_o, p, v_tile(sl));
+    pass_turn(c);
+    ptx::wgmma_wait<0>();
+    ptx::fence_operand(acc_o);
+    ptx::fence_operand(p);
+    release_v(sl);
   }
 
   /// Shared address of row r, box cb of O's staging tile.

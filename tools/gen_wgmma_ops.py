@@ -22,8 +22,8 @@ TYPES = {"bf16": ("bf16", "bf16_t", 16), "f16": ("f16", "f16_t", 16), "tf32": ("
 WRAPPERS = (
     [("ss", t, n) for n in (64, 128, 192) for t in ("bf16", "f16", "tf32")]
     # 16-bit head_dim 256's 80-key tile and head_dim 128's wide key tiles
-    # (compiler/tile_config.cpp); 96: the narrow last S of a padded 128-key
-    # tile (kNarrowLast in templates/fwd_wgmma.cuh).
+    # (compiler/tile_config.cpp); 96: the narrow S of a padded 128-key tile's
+    # partial K/V tile (kPartialFirst in templates/fwd_wgmma.cuh).
     + [("ss", t, n) for n in (80, 96, 144, 160, 176) for t in ("bf16", "f16")]
     + [("rs_tb", t, n) for n in (64, 128, 256) for t in ("bf16", "f16")]
     + [("rs", "tf32", n) for n in (64, 128)]

@@ -24,7 +24,7 @@ struct AttentionCase {
   bool bhsd = false;                 ///< [B, H, S, D] instead of [B, S, H, D]
   std::vector<int> seqlens_k;        ///< per-batch key lengths (empty: none)
   /// Scores that grow along the keys by about this many nats per 128 keys
-  /// (0: plain random inputs); see grow_scores.
+  /// (negative: fall; 0: plain random inputs); see grow_scores.
   double score_growth = 0;
   uint64_t seed = 1;
 
@@ -33,7 +33,7 @@ struct AttentionCase {
     s << to_string(dtype) << (dtype == DType::kF32 ? to_string(precision) : "") << " d" << head_dim
       << (causal ? " causal" : "") << " B" << batch << " H" << heads << " Sq" << seqlen_q << " Sk"
       << seqlen_k << (bhsd ? " bhsd" : " bshd") << (seqlens_k.empty() ? "" : " seqlens_k")
-      << (score_growth > 0 ? " growth " + std::to_string(score_growth) : "") << " seed" << seed;
+      << (score_growth != 0 ? " growth " + std::to_string(score_growth) : "") << " seed" << seed;
     return s.str();
   }
   Problem problem() const {
@@ -66,7 +66,7 @@ inline AttentionCase make_case(DType dtype, Precision precision, int head_dim, i
 }
 
 /// Makes the scores of every row grow along the keys by about
-/// c.score_growth nats per 128 keys: column 0 of Q becomes 2 + |q| (mean about
+/// c.score_growth nats per 128 keys (fall, where negative): column 0 of Q becomes 2 + |q| (mean about
 /// 2.8, one sign for every row) and column 0 of key j becomes g * j. The row
 /// max then moves by more than a tile's worth again and again, unlike with
 /// plain normal inputs, where it settles in the first tiles. TF32 cases take
