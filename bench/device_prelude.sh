@@ -6,6 +6,7 @@
 #   pack STAGE    moves what is in $O into $OUT/NAME-STAGE.tgz (a stage's results come back even if a later one hangs)
 #   warm_fwd      compiles every sm90 forward spec of the warm-up grid into $TEST_CACHE with .dist's warm-up tool
 #   bench_pass    see below; its cache is $BENCH_CACHE
+#   ab_round, fwd_tests, accept_cells: a new build (.dist) against main (.dist-main), see below
 # Two caches on purpose: the GPU tests run on the warmed $TEST_CACHE (no compile time in their limits), while the
 # benchmark starts from an empty $BENCH_CACHE, so that its first pass reports cold compile_s.
 run_name=$1
@@ -33,4 +34,46 @@ bench_pass() {
       --out $O/$tag-$g-p$pass.json > $O/$tag-$g-p$pass.out 2>&1 || echo "$tag $g pass $pass failed $?"
   done
   echo "$tag pass $pass (t=$(el))"; grep -h "TFLOP/s (" $O/$tag-*-p$pass.out | awk '{print $4, $5, $6, $(NF-3)}'
+}
+# ab_round PASS GROUP: flashjit-bench from .dist (tag new) and .dist-main (tag main), main first in even passes, each
+# on an empty cache of its own (compile_s cold in every round), on the arguments in the variable named GROUP; then
+# torch cuDNN and flash on the same; prints the TFLOP/s lines and packs the round as pPASS.
+ab_round() {
+  local p=$1 g=$2 c d cs="new main"
+  [ $((p % 2)) = 0 ] && cs="main new"
+  for c in $cs; do
+    d=.dist; [ $c = main ] && d=.dist-main
+    FLASHJIT_CACHE_DIR=/tmp/fjc-$c-$p timeout 60 $d/bin/flashjit-bench ${!g} --tag $c --out $O/$c-$g-p$p.json \
+      > $O/$c-$g-p$p.out 2>&1 || echo "$c pass $p failed $?"
+  done
+  timeout 80 python3 bench/peers.py --framework torch --impls torch_cudnn,torch_flash ${!g} \
+    --out $O/torch-$g-p$p.json > $O/torch-$g-p$p.out 2>&1 || echo "torch $g pass $p exit $?"
+  echo "pass $p (t=$(el))"; grep -h "TFLOP/s (" $O/*-p$p.out | awk '{print $2, $4, $5, $6, $(NF-3)}'
+  pack p$p
+}
+# fwd_tests LIMIT [NAME]: .dist's GPU tests NAME (default every [fwd] one) on $TEST_CACHE within LIMIT seconds.
+fwd_tests() {
+  local spec=${2:-[fwd]}
+  FLASHJIT_CACHE_DIR=$TEST_CACHE timeout $1 .dist/bin/flashjit_gpu_tests "$spec" --durations yes \
+    > $O/fwd-tests.txt 2>&1
+  echo "$spec exit $? (t=$(el))"; tail -2 $O/fwd-tests.txt
+  pack fwdtests
+}
+# accept_cells: issue 6's acceptance cells beyond d128 non-causal 1500-4096, on .dist, one pass, torch beside: d128
+# non-causal 8192 (L), d64 non-causal 4096 (S), d128 causal 8192 (K), float32 (TF32) d128 non-causal 8192 (T).
+accept_cells() {
+  L="--dtypes bfloat16 --head-dims 128 --seqs 8192 --causal 0 --modes fwd"
+  S="--dtypes bfloat16 --head-dims 64 --seqs 4096 --causal 0 --modes fwd"
+  K="--dtypes bfloat16 --head-dims 128 --seqs 8192 --causal 1 --modes fwd"
+  T="--dtypes float32 --head-dims 128 --seqs 8192 --causal 0 --modes fwd"
+  bench_pass .dist new 1 L S K T
+  local g
+  for g in L S K; do
+    timeout 60 python3 bench/peers.py --framework torch --impls torch_cudnn,torch_flash ${!g} \
+      --out $O/torch-$g.json > $O/torch-$g.out 2>&1; echo "torch $g exit $? (t=$(el))"
+  done
+  timeout 40 python3 bench/peers.py --framework torch --impls torch_flash,torch_efficient \
+    --torch-tf32 $T --out $O/torch-T.json > $O/torch-T.out 2>&1; echo "torch T exit $? (t=$(el))"
+  grep -h "TFLOP/s (" $O/torch-*.out | awk '{print $2, $4, $5, $6, $(NF-3)}'
+  pack accept
 }
