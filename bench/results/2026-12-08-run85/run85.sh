@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Run 85 (planned 2026-12-08, not run yet): R, run 84's kernel without its narrow step 0
+# (partial-first-full-width.patch: the padded two-consumer kernels still take the partial K/V tile first, so the main
+# loop has no mask, but step 0 runs 128 keys wide), before it lands. R compiles as fast as the even kernel (0.58 s
+# against main's 0.74 s on the 2-core CPU machine; the even kernel 0.55 s), which is what issue 6's 1.5 s bar needs
+# on a device host that compiles ~2x slower than that machine (run 84: main's padded kernel 1.47-1.79 s there).
+# 1. the partial-tile GPU test on R (.dist);
+# 2. three rounds (those that start before t = 150 s) of bf16 B4 H8 d128 non-causal 600/1500/3000 (padded: the
+#    changed kernel) and 4096 (even: the same kernel in both builds, a control), R and main (.dist-main), main first
+#    in round 2, each flashjit run on an empty cache (compile_s cold every round), torch cuDNN and flash beside;
+# 3. every [fwd] GPU test on R (run 84's host needed ~240 s; 230 s cut the last case off);
+# 4. if it can start before t = 480 s, issue 6's other acceptance cells on R, one pass, torch beside.
+# carry [".dist", ".dist-main"], timeout 590; every stage packs its own tarball.
+set -uo pipefail
+source bench/device_prelude.sh run85
+gpu_line
+warm_fwd
+fwd_tests 60 "forward: the padded Hopper kernels take the partial K/V tile first at each width"
+mv $OUT/run85-fwdtests.tgz $OUT/run85-tests1.tgz
+D="--dtypes bfloat16 --head-dims 128 --seqs 600,1500,3000,4096 --causal 0 --modes fwd"
+for p in 1 2 3; do
+  before 150 || break
+  ab_round $p D
+done
+fwd_tests 320
+before 480 && accept_cells
+gpu_line
+pack end
