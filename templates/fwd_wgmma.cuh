@@ -908,6 +908,7 @@ struct FwdWgmmaKernel {
 #pragma unroll
       for (int i = kPacked; i < kPRegs; ++i) p[i] = 0u;
     };
+    // One call per width: each call is a copy of step 0.
     bool narrow_first = false;
     if constexpr (kPartialFirst) {
       narrow_first = first_width(blk) == kNarrowKeys;
