@@ -6,7 +6,7 @@
 #   pack STAGE    moves what is in $O into $OUT/NAME-STAGE.tgz (a stage's results come back even if a later one hangs)
 #   warm_fwd      compiles every sm90 forward spec of the warm-up grid into $TEST_CACHE with .dist's warm-up tool
 #   bench_pass    see below; its cache is $BENCH_CACHE
-#   ab_round, fwd_tests, accept_cells: a new build (.dist) against main (.dist-main), see below
+#   ab_round(s), fwd_tests, accept_cells: a new build (.dist) against main (.dist-main), see below
 # Two caches on purpose: the GPU tests run on the warmed $TEST_CACHE (no compile time in their limits), while the
 # benchmark starts from an empty $BENCH_CACHE, so that its first pass reports cold compile_s.
 run_name=$1
@@ -51,13 +51,23 @@ ab_round() {
   echo "pass $p (t=$(el))"; grep -h "TFLOP/s (" $O/*-p$p.out | awk '{print $2, $4, $5, $6, $(NF-3)}'
   pack p$p
 }
-# fwd_tests LIMIT [NAME]: .dist's GPU tests NAME (default every [fwd] one) on $TEST_CACHE within LIMIT seconds.
+# ab_rounds ROUNDS DEADLINE GROUP: ab_round 1, 2, ... ROUNDS on GROUP (a variable name), each only if it starts
+# before DEADLINE s.
+ab_rounds() {
+  local p
+  for ((p = 1; p <= $1; ++p)); do
+    before $2 || break
+    ab_round $p $3
+  done
+}
+# fwd_tests STAGE LIMIT [NAME]: .dist's GPU tests NAME (default every [fwd] one) on $TEST_CACHE within LIMIT
+# seconds; packs the output as STAGE.
 fwd_tests() {
-  local spec=${2:-[fwd]}
-  FLASHJIT_CACHE_DIR=$TEST_CACHE timeout $1 .dist/bin/flashjit_gpu_tests "$spec" --durations yes \
+  local spec=${3:-[fwd]}
+  FLASHJIT_CACHE_DIR=$TEST_CACHE timeout $2 .dist/bin/flashjit_gpu_tests "$spec" --durations yes \
     > $O/fwd-tests.txt 2>&1
   echo "$spec exit $? (t=$(el))"; tail -2 $O/fwd-tests.txt
-  pack fwdtests
+  pack $1
 }
 # accept_cells: issue 6's acceptance cells beyond d128 non-causal 1500-4096, on .dist, one pass, torch beside: d128
 # non-causal 8192 (L), d64 non-causal 4096 (S), d128 causal 8192 (K), float32 (TF32) d128 non-causal 8192 (T).

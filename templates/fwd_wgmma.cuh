@@ -584,7 +584,7 @@ struct FwdWgmmaKernel {
   // (s1500: 92 of 128). kPartialFirst: the 16-bit non-causal padded kernels
   // with 128-key tiles and two consumers take that K/V tile first (kv_block)
   // and, where it holds at most kNarrowKeys keys, run its S and softmax that
-  // wide (first_width). That is step 0, which has no P V beside it and lies
+  // wide (narrow_first). That is step 0, which has no P V beside it and lies
   // outside the main loop, so the main loop has one body and no mask. P V
   // stays full width (P is zero past the width).
   // Run 82's kNarrowLast ran the last step narrow instead, as copies of the
@@ -610,14 +610,10 @@ struct FwdWgmmaKernel {
     if constexpr (kPartialFirst) return n == 0 ? blk.n_tiles - 1 : n - 1;
     return n;
   }
-  /// How many keys wide step 0's S and softmax run: kNarrowKeys where
-  /// kPartialFirst's partial tile holds that few, else kBlockN.
-  static __device__ __forceinline__ int first_width(const Block& blk) {
-    if constexpr (kPartialFirst) {
-      const int keys = blk.seqlen_k - (blk.n_tiles - 1) * kBlockN;
-      return keys <= kNarrowKeys ? kNarrowKeys : kBlockN;
-    }
-    return kBlockN;
+  /// Whether step 0's S and softmax run kNarrowKeys wide: kPartialFirst's
+  /// partial tile holds that few keys.
+  static __device__ __forceinline__ bool narrow_first(const Block& blk) {
+    return kPartialFirst && blk.seqlen_k - (blk.n_tiles - 1) * kBlockN <= kNarrowKeys;
   }
   /// A number as a type, for generic lambdas.
   template <int kN>
@@ -881,8 +877,8 @@ struct FwdWgmmaKernel {
 
     ptx::mbarrier_wait(ptx::smem_u32(&smem.q_full[q_buf]), (round / kQBuffers) & 1);
 
-    // Step 0: S only, and its softmax, first_width() keys wide. A narrow S
-    // has registers of its own, and P past it is zero.
+    // Step 0: S only, and its softmax, kNarrowKeys wide where narrow_first()
+    // (a narrow S has registers of its own, and P past it is zero), else full.
     ptx::mbarrier_wait(k_full(ring_slot(it)), ring_parity(it));
     take_turn(c);
     auto first_step = [&](auto regs) {
@@ -909,12 +905,11 @@ struct FwdWgmmaKernel {
       for (int i = kPacked; i < kPRegs; ++i) p[i] = 0u;
     };
     // One call per width: each call is a copy of step 0.
-    bool narrow_first = false;
+    const bool narrow = narrow_first(blk);
     if constexpr (kPartialFirst) {
-      narrow_first = first_width(blk) == kNarrowKeys;
-      if (narrow_first) first_step(IntConst<kSRegs * kNarrowKeys / kBlockN>{});
+      if (narrow) first_step(IntConst<kSRegs * kNarrowKeys / kBlockN>{});
     }
-    if (!narrow_first) first_step(IntConst<kSRegs>{});
+    if (!narrow) first_step(IntConst<kSRegs>{});
 
     // Step n >= 1: S of step n with P V of step n - 1, then step n's softmax.
     auto step = [&](int n) {

@@ -16,14 +16,10 @@ set -uo pipefail
 source bench/device_prelude.sh run84
 gpu_line
 warm_fwd
-fwd_tests 60 "forward: the partial K/V tile first, at each width the padded Hopper kernels run it"
-mv $OUT/run84-fwdtests.tgz $OUT/run84-tests1.tgz
+fwd_tests tests1 60 "forward: the partial K/V tile first, at each width the padded Hopper kernels run it"
 D="--dtypes bfloat16 --head-dims 128 --seqs 600,1500,3000,4096 --causal 0 --modes fwd"
-for p in 1 2 3; do
-  before 100 || break
-  ab_round $p D
-done
-fwd_tests 230
+ab_rounds 3 100 D
+fwd_tests fwdtests 230
 before 300 && accept_cells
 gpu_line
 pack end

@@ -15,14 +15,10 @@ set -uo pipefail
 source bench/device_prelude.sh run85
 gpu_line
 warm_fwd
-fwd_tests 60 "forward: the padded Hopper kernels take the partial K/V tile first at each width"
-mv $OUT/run85-fwdtests.tgz $OUT/run85-tests1.tgz
+fwd_tests tests1 60 "forward: the padded Hopper kernels take the partial K/V tile first at each width"
 D="--dtypes bfloat16 --head-dims 128 --seqs 600,1500,3000,4096 --causal 0 --modes fwd"
-for p in 1 2 3; do
-  before 150 || break
-  ab_round $p D
-done
-fwd_tests 320
+ab_rounds 3 150 D
+fwd_tests fwdtests 320
 before 480 && accept_cells
 gpu_line
 pack end
