@@ -69,6 +69,20 @@ fwd_tests() {
   echo "$spec exit $? (t=$(el))"; tail -2 $O/fwd-tests.txt
   pack $1
 }
+# sass_counts SPEC...: from $TEST_CACHE (warm_fwd filled it), each spec's cubin as .dist loads it, read by the
+# device's cuobjdump: HGMMA and local-memory (LDL/STL) instruction counts, to $O/sass.txt (issue 6: "the SASS
+# shows HGMMA", read on the kernels that ran).
+sass_counts() {
+  local s dump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+  for s in "$@"; do
+    if FLASHJIT_CACHE_DIR=$TEST_CACHE .dist/bin/flashjit cache cubin $s -o /tmp/sass-k.cubin > /dev/null; then
+      $dump -sass /tmp/sass-k.cubin > /tmp/sass-k.txt 2>&1
+      echo "$s HGMMA $(grep -c HGMMA /tmp/sass-k.txt) LDL/STL $(grep -c -E '\b(LDL|STL)\b' /tmp/sass-k.txt)"
+    else
+      echo "$s no cubin"
+    fi
+  done | tee -a "$O/sass.txt"
+}
 # accept_cells: issue 6's acceptance cells beyond d128 non-causal 1500-4096, on .dist, one pass, torch beside: d128
 # non-causal 8192 (L), d64 non-causal 4096 (S), d128 causal 8192 (K), float32 (TF32) d128 non-causal 8192 (T).
 accept_cells() {

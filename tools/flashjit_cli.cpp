@@ -4,6 +4,7 @@
 //   flashjit ptx SPEC                  NVRTC's PTX (virtual arch compute_XX)
 //   flashjit resources SPEC [--json]   registers, spills, stack, shared memory per kernel
 //   flashjit cache list|stats [--json] | verify [--remove-bad] | clear
+//   flashjit cache cubin SPEC -o FILE  the cached cubin this build would launch (for cuobjdump/nvdisasm)
 //
 // SPEC is a canonical spec string (fwd_bf16_d128_causal_padded_sm90, the tile
 // suffix optional) or spec flags (--direction fwd --dtype bf16 --head-dim 128
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "compiler/tile_config.h"
 #include "runtime/cache.h"
 #include "runtime/flashjit.h"
+#include "runtime/jit.h"
 #include "runtime/nvrtc.h"
 #include "tools/spec_flags.h"
 
@@ -257,6 +260,42 @@ int cmd_cache_clear() {
   return 0;
 }
 
+/// Writes the cubin cached for `spec` under this build's key (spec, templates, NVRTC, options, version): the
+/// kernel a launch of this build would load, for reading its SASS on a machine with cuobjdump or nvdisasm.
+int cmd_cache_cubin(const SpecCommand& c, const std::string& out_path) {
+  int code = 0;
+  auto spec = resolve(c, &code);
+  if (!spec) {
+    report(spec.error());
+    return code;
+  }
+  auto cache = open_cache();
+  const flashjit::CacheKey key = flashjit::cache_key(*spec);
+  const auto cubin = cache.load(key);
+  if (!cubin) {
+    std::vector<std::string> others;
+    for (const auto& e : cache.list())
+      if (e.spec == key.spec) others.push_back(e.path + (e.valid ? "" : " (invalid: " + e.problem + ")"));
+    std::string msg = fmt::format("no valid entry for {} under this build's key ({}) in {}", key.spec,
+                                  key.file_name(), cache.options().dir);
+    if (!others.empty()) {
+      msg += "; entries of that spec from other builds or NVRTC versions:";
+      for (const auto& o : others) msg += "\n  " + o;
+    } else {
+      msg += "; compile it first (flashjit-warmup " + key.spec + ")";
+    }
+    return report(flashjit::make_error(flashjit::Status::kCacheError, msg));
+  }
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  out.write(cubin->data(), static_cast<std::streamsize>(cubin->size()));
+  out.close();
+  if (!out) {
+    return report(flashjit::make_error(flashjit::Status::kInvalidArgument, "cannot write " + out_path));
+  }
+  fmt::print("{}: {} bytes from {}\n", out_path, cubin->size(), key.file_name());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -286,6 +325,11 @@ int main(int argc, char** argv) {
   auto* verify = cache->add_subcommand("verify", "check every entry (exit 1 if any is invalid)");
   verify->add_flag("--remove-bad", remove_bad, "remove the invalid entries");
   auto* clear = cache->add_subcommand("clear", "remove every entry of the user directory");
+  SpecCommand cubin_cmd;
+  std::string cubin_out;
+  auto* cubin = cache->add_subcommand("cubin", "write the cubin cached for a spec under this build's key");
+  cubin_cmd.add_to(cubin);
+  cubin->add_option("-o,--out", cubin_out, "the file to write")->required();
 
   try {
     app.parse(argc, argv);
@@ -302,6 +346,7 @@ int main(int argc, char** argv) {
     if (stats->parsed()) return cmd_cache_stats(stats_json);
     if (verify->parsed()) return cmd_cache_verify(remove_bad);
     if (clear->parsed()) return cmd_cache_clear();
+    if (cubin->parsed()) return cmd_cache_cubin(cubin_cmd, cubin_out);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flashjit: internal error: %s\n", e.what());
     return kExitError;

@@ -147,6 +147,43 @@ TEST_CASE("a warm cache works without NVRTC", "[jit][nvrtc]") {
   CHECK_THAT(out2, Catch::Contains("NVRTC"));
 }
 
+TEST_CASE("flashjit cache cubin writes the cubin this build would load or says how to get one", "[jit][nvrtc]") {
+  REQUIRE(nvrtc::available());
+  TempDir dir;
+  const std::string spec = KernelSpec::parse(kSpec)->to_string();
+  const std::string cli = "FLASHJIT_CACHE_PATH= FLASHJIT_CACHE_DIR=" + dir.path + " " +
+                          std::string(FLASHJIT_BINARY_DIR) + "/flashjit cache cubin ";
+  const std::string out = dir.path + "/k.cubin";
+  auto [miss, miss_out] = run(cli + spec + " -o " + out);
+  INFO(miss_out);
+  CHECK(miss == 1);
+  CHECK_THAT(miss_out, Catch::Contains("compile it first"));
+  CHECK_FALSE(fs::exists(out));
+
+  std::vector<char> cached;
+  {
+    auto ctx = make_context(dir.path);
+    REQUIRE(ctx->compile(*KernelSpec::parse(kSpec)).ok());
+    DiskCache cache(sm90_options(dir.path).cache);
+    auto hit = cache.load(cache_key(*KernelSpec::parse(kSpec)));
+    REQUIRE(hit);
+    cached = *hit;
+  }
+  auto [code, text] = run(cli + spec + " -o " + out);
+  INFO(text);
+  REQUIRE(code == 0);
+  std::ifstream f(out, std::ios::binary);
+  std::vector<char> written((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(written == cached);
+  REQUIRE(written.size() > 4);
+  CHECK(std::string(written.data(), 4) == "\x7f" "ELF");
+
+  auto [bad_dir, bad_dir_out] = run(cli + spec + " -o " + dir.path + "/no/such/dir/k.cubin");
+  INFO(bad_dir_out);
+  CHECK(bad_dir == 1);
+  CHECK_THAT(bad_dir_out, Catch::Contains("cannot write"));
+}
+
 TEST_CASE("flashjit-warmup: a spec named without its tile warms every kernel the runtime may launch for it",
           "[jit]") {
   const std::string warmup = std::string(FLASHJIT_BINARY_DIR) + "/flashjit-warmup --list ";

@@ -4,6 +4,7 @@
 # loop has no mask, but step 0 runs 128 keys wide), before it lands. R compiles as fast as the even kernel (0.58 s
 # against main's 0.74 s on the 2-core CPU machine; the even kernel 0.55 s), which is what issue 6's 1.5 s bar needs
 # on a device host that compiles ~2x slower than that machine (run 84: main's padded kernel 1.47-1.79 s there).
+# 0. the SASS of the cells' kernels as .dist loads them (cuobjdump: HGMMA and LDL/STL counts, sass.txt);
 # 1. the partial-tile GPU test on R (.dist);
 # 2. three rounds (those that start before t = 150 s) of bf16 B4 H8 d128 non-causal 600/1500/3000 (padded: the
 #    changed kernel) and 4096 (even: the same kernel in both builds, a control), R and main (.dist-main), main first
@@ -15,6 +16,9 @@ set -uo pipefail
 source bench/device_prelude.sh run85
 gpu_line
 warm_fwd
+sass_counts fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg \
+  fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg_sk fwd_bf16_d128_causal_padded_sm90a_bm128_bn160_w12_s2_wg \
+  fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg_sk fwd_f32tf32_d128_noncausal_even_sm90a_bm128_bn64_w12_s2_wg
 fwd_tests tests1 60 "forward: the padded Hopper kernels take the partial K/V tile first at each width"
 D="--dtypes bfloat16 --head-dims 128 --seqs 600,1500,3000,4096 --causal 0 --modes fwd"
 ab_rounds 3 150 D
