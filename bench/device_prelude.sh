@@ -83,6 +83,18 @@ sass_counts() {
     fi
   done | tee -a "$O/sass.txt"
 }
+# compile_samples ROUNDS SPEC...: cold compiles of each spec by .dist's flashjit-warmup, one job, an empty cache each
+# round, to $O/compile-rN.json (compile_s per spec): more samples of the host's NVRTC time than the bench's one per
+# pass, to tell a kernel's cost from the host's noise (the bench's compile_s stays the bar's measure).
+compile_samples() {
+  local r n=$1; shift
+  for ((r = 1; r <= n; ++r)); do
+    rm -rf /tmp/fjs-$r
+    FLASHJIT_CACHE_DIR=/tmp/fjs-$r .dist/bin/flashjit-warmup -j1 --json $O/compile-r$r.json "$@" \
+      > $O/compile-r$r.txt 2>&1
+    echo "compile round $r (t=$(el))"; grep -h '^\[' $O/compile-r$r.txt | awk '{print $2, $4}'
+  done
+}
 # accept_cells: issue 6's acceptance cells beyond d128 non-causal 1500-4096, on .dist, one pass, torch beside: d128
 # non-causal 8192 (L), d64 non-causal 4096 (S), d128 causal 8192 (K), float32 (TF32) d128 non-causal 8192 (T).
 accept_cells() {

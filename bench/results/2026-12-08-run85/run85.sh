@@ -10,19 +10,22 @@
 #    changed kernel) and 4096 (even: the same kernel in both builds, a control), R and main (.dist-main), main first
 #    in round 2, each flashjit run on an empty cache (compile_s cold every round), torch cuDNN and flash beside;
 # 3. every [fwd] GPU test on R (run 84's host needed ~240 s; 230 s cut the last case off);
-# 4. if it can start before t = 480 s, issue 6's other acceptance cells on R, one pass, torch beside.
+# 4. if it can start before t = 480 s, issue 6's other acceptance cells on R, one pass, torch beside;
+# 5. if it can start before t = 545 s, three cold compiles of each cell's kernel by flashjit-warmup -j1 (~25 s).
 # carry [".dist", ".dist-main"], timeout 590; every stage packs its own tarball.
 set -uo pipefail
 source bench/device_prelude.sh run85
 gpu_line
 warm_fwd
-sass_counts fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg \
-  fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg_sk fwd_bf16_d128_causal_padded_sm90a_bm128_bn160_w12_s2_wg \
-  fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg_sk fwd_f32tf32_d128_noncausal_even_sm90a_bm128_bn64_w12_s2_wg
+CELL_KERNELS="fwd_bf16_d128_noncausal_padded_sm90a_bm128_bn128_w12_s2_wg fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg
+  fwd_bf16_d128_noncausal_even_sm90a_bm128_bn128_w12_s2_wg_sk fwd_bf16_d128_causal_padded_sm90a_bm128_bn160_w12_s2_wg
+  fwd_bf16_d64_noncausal_padded_sm90a_bm192_bn128_w16_s4_wg_sk fwd_f32tf32_d128_noncausal_even_sm90a_bm128_bn64_w12_s2_wg"
+sass_counts $CELL_KERNELS
 fwd_tests tests1 60 "forward: the padded Hopper kernels take the partial K/V tile first at each width"
 D="--dtypes bfloat16 --head-dims 128 --seqs 600,1500,3000,4096 --causal 0 --modes fwd"
 ab_rounds 3 150 D
 fwd_tests fwdtests 320
 before 480 && accept_cells
+before 545 && { compile_samples 3 $CELL_KERNELS; pack compile; }
 gpu_line
 pack end
