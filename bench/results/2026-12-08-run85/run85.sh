@@ -11,7 +11,10 @@
 #    in round 2, each flashjit run on an empty cache (compile_s cold every round), torch cuDNN and flash beside;
 # 3. every [fwd] GPU test on R (run 84's host needed ~240 s; 230 s cut the last case off);
 # 4. if it can start before t = 480 s, issue 6's other acceptance cells on R, one pass, torch beside;
-# 5. if it can start before t = 545 s, three cold compiles of each cell's kernel by flashjit-warmup -j1 (~25 s).
+# 5. if it can start before t = 525 s, causal d128 8192 on 128-key tiles (FLASHJIT_FWD_TILE), the fallback
+#    if the 160-key kernel's compile_s nears 1.5 s (one pass, ~15 s; compare with stage 4's cell K);
+# 6. if it can start before t = 545 s, three cold compiles of each cell's kernel (and the causal 128-key one) by
+#    flashjit-warmup -j1 (~30 s).
 # carry [".dist", ".dist-main"], timeout 590; every stage packs its own tarball.
 set -uo pipefail
 source bench/device_prelude.sh run85
@@ -26,6 +29,11 @@ D="--dtypes bfloat16 --head-dims 128 --seqs 600,1500,3000,4096 --causal 0 --mode
 ab_rounds 3 150 D
 fwd_tests fwdtests 320
 before 480 && accept_cells
-before 545 && { compile_samples 3 $CELL_KERNELS; pack compile; }
+# The fallback if the causal 160-key kernel's compile nears 1.5 s: causal 8192 on 128-key tiles, same call.
+KF="--dtypes bfloat16 --head-dims 128 --seqs 8192 --causal 1 --modes fwd"
+before 525 && { FLASHJIT_FWD_TILE=bm128_bn128_w12_s2_wg FLASHJIT_CACHE_DIR=$BENCH_CACHE timeout 40 \
+  .dist/bin/flashjit-bench $KF --tag bn128 --out $O/bn128-K-p1.json > $O/bn128-K-p1.out 2>&1
+  echo "bn128 K exit $? (t=$(el))"; grep -h "TFLOP/s (" $O/bn128-K-p1.out; pack causal128; }
+before 545 && { compile_samples 3 $CELL_KERNELS fwd_bf16_d128_causal_even_sm90a_bm128_bn128_w12_s2_wg; pack compile; }
 gpu_line
 pack end
