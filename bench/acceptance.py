@@ -11,8 +11,9 @@ the ratio and a verdict:
   NOT met     the medians miss it;
   no cell     the call did not measure it.
 The compile bar reads every cold compile (cache "compiled") flashjit reported, kernel by kernel. Rows whose
-float64 check did not pass are listed and fail their cell. The SASS bar (HGMMA) is not in these files: see
-scripts/sass_mainloop.py. `--self-test` checks the verdicts on made-up rows (a ctest case).
+float64 check did not pass are listed and fail their cell. The SASS bar (HGMMA) reads the `sass.txt` files that
+bench/device_prelude.sh's sass_counts writes on the device. `--self-test` checks the verdicts on made-up rows (a
+ctest case).
 """
 
 import argparse
@@ -24,6 +25,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Callable, Optional
+
+from report import is_ours
 
 BATCH, HEADS = 4, 8
 COMPILE_BAR_S = 1.5
@@ -50,8 +53,16 @@ BARS = [
 ]
 
 
-def is_ours(impl):
-    return impl.startswith("flashjit")
+def load_sass(dirs):
+    """{spec: (HGMMA count, LDL/STL count)} from sass_counts' `sass.txt` lines ("SPEC HGMMA n LDL/STL m")."""
+    counts = {}
+    for d in dirs:
+        for f in sorted(glob.glob(os.path.join(d, "**", "sass.txt"), recursive=True)):
+            for line in open(f):
+                w = line.split()
+                if len(w) == 5 and w[1] == "HGMMA" and w[3] == "LDL/STL":
+                    counts[w[0]] = (int(w[2]), int(w[4]))
+    return counts
 
 
 def load(dirs, warmups=None):
@@ -97,6 +108,11 @@ def fmt(values):
     return " / ".join(f"{v:.1f}" for v in values)
 
 
+def grade(every, typical):
+    """The verdict from whether every pass and whether the medians meet a bar."""
+    return "met" if every else ("median" if typical else "NOT met")
+
+
 def judge(bar, ours, peer):
     """Verdict for one cell: ours = flashjit's TFLOP/s per pass, peer = the best peer's (may be empty)."""
     if not ours:
@@ -108,13 +124,16 @@ def judge(bar, ours, peer):
     if bar.min_ratio is not None:
         every = every and min(ours) / max(peer) >= bar.min_ratio
         typical = typical and statistics.median(ours) / statistics.median(peer) >= bar.min_ratio
-    return "met" if every else ("median" if typical else "NOT met")
+    return grade(every, typical)
 
 
 def evaluate(rows, tag=None):
     """[(bar, seq, ours, peer_impl, peer, verdict)] for every cell a bar names that the rows hold (or one
     'no cell' line per bar without any), and the failed checks."""
-    failed = [r for r in rows if r.get("check") not in (None, "ok")]
+    def check_failed(r):
+        return r.get("check") not in (None, "ok")
+
+    failed = [r for r in rows if check_failed(r)]
     out = []
     for bar in BARS:
         seqs = sorted({r["seq"] for r in rows if bar.seq(r.get("seq") or 0) and in_cell(r, bar, r["seq"])})
@@ -130,7 +149,7 @@ def evaluate(rows, tag=None):
             best = max(peers, key=lambda i: statistics.median(peers[i])) if peers else None
             peer = peers.get(best, [])
             verdict = judge(bar, ours, peer)
-            if any(r in failed for r in cell if ours_row(r, bar, tag)):
+            if any(check_failed(r) for r in cell if ours_row(r, bar, tag)):
                 verdict = "NOT met (check failed)"
             out.append((bar, seq, ours, best, peer, verdict))
     return out, failed
@@ -171,8 +190,7 @@ def report(dirs, tag=None):
     lines += ["", f"Cold compile (NVRTC, the bench's compile_s; bar <= {COMPILE_BAR_S} s):", "",
               "| kernel | compile_s per pass | verdict |", "|---|---|---|"]
     for spec, secs in sorted(cold.items()):
-        verdict = "met" if max(secs) <= COMPILE_BAR_S else (
-            "median" if statistics.median(secs) <= COMPILE_BAR_S else "NOT met")
+        verdict = grade(max(secs) <= COMPILE_BAR_S, statistics.median(secs) <= COMPILE_BAR_S)
         if "_wg" not in spec:  # the bar is the Hopper kernels'; mma.sync ones (f32 IEEE) are shown beside them
             verdict = f"{verdict}; mma.sync, not a Hopper kernel"
         lines.append(f"| {spec} | {' / '.join(f'{s:.2f}' for s in secs)} | **{verdict}** |")
@@ -183,6 +201,12 @@ def report(dirs, tag=None):
                   "bench's compile_s, which the bar names):", "", "| kernel | compile_s | median |", "|---|---|---|"]
         lines += [f"| {spec} | {' / '.join(f'{x:.2f}' for x in secs)} | {statistics.median(secs):.2f} |"
                   for spec, secs in sorted(warmups.items())]
+    sass = load_sass(dirs)
+    if sass:
+        lines += ["", "SASS of the kernels as the device loaded them (sass_counts, the device's cuobjdump):", "",
+                  "| kernel | HGMMA | LDL/STL | verdict |", "|---|---:|---:|---|"]
+        lines += [f"| {spec} | {h} | {l} | **{'met' if h > 0 else 'NOT met'}**{'' if l == 0 else ', local memory'} |"
+                  for spec, (h, l) in sorted(sass.items())]
     if failed:
         lines += ["", "Rows whose float64 check failed:"]
         lines += [f"- {r['impl']} {r['dtype']} d{r['head_dim']} seq {r['seq']} causal {r['causal']}: "
@@ -217,6 +241,8 @@ def self_test():
         json.dump({"arch": "sm90", "records": [{"spec": "fwd_x_wg", "outcome": "compiled", "compile_s": 1.25},
                                                {"spec": "fwd_y_wg", "outcome": "disk_hit", "compile_s": 0.01}]},
                   open(os.path.join(tmp, "compile-r1.json"), "w"))
+        open(os.path.join(tmp, "sass.txt"), "w").write("fwd_x_wg HGMMA 32 LDL/STL 0\nfwd_z_wg HGMMA 0 LDL/STL 4\n"
+                                                       "fwd_w_wg no cubin\n")
         rows, _, unreadable = load([tmp], {})
         got = {(b.name, s): v for b, s, _, _, _, v in evaluate(rows, "new")[0]}
         for key, verdict in want.items():
@@ -236,6 +262,10 @@ def self_test():
             wrong += 1
         if "| fwd_x_wg | 1.25 | 1.25 |" not in text or "fwd_y_wg" in text:
             print("self-test: flashjit-warmup's cold compile not listed alone")
+            wrong += 1
+        if "| fwd_x_wg | 32 | 0 | **met** |" not in text or "| fwd_z_wg | 0 | 4 | **NOT met**, local memory |" \
+                not in text or "fwd_w_wg" in text:
+            print("self-test: sass.txt not read as HGMMA and LDL/STL counts")
             wrong += 1
         rows[0]["check"] = "mismatch"
         got = {(b.name, s): v for b, s, _, _, _, v in evaluate(rows, "new")[0]}

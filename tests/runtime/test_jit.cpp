@@ -150,7 +150,8 @@ TEST_CASE("a warm cache works without NVRTC", "[jit][nvrtc]") {
 TEST_CASE("flashjit cache cubin writes the cubin this build would load or says how to get one", "[jit][nvrtc]") {
   REQUIRE(nvrtc::available());
   TempDir dir;
-  const std::string spec = KernelSpec::parse(kSpec)->to_string();
+  const KernelSpec parsed = *KernelSpec::parse(kSpec);
+  const std::string spec = parsed.to_string();
   const std::string cli = "FLASHJIT_CACHE_PATH= FLASHJIT_CACHE_DIR=" + dir.path + " " +
                           std::string(FLASHJIT_BINARY_DIR) + "/flashjit cache cubin ";
   const std::string out = dir.path + "/k.cubin";
@@ -163,9 +164,9 @@ TEST_CASE("flashjit cache cubin writes the cubin this build would load or says h
   std::vector<char> cached;
   {
     auto ctx = make_context(dir.path);
-    REQUIRE(ctx->compile(*KernelSpec::parse(kSpec)).ok());
+    REQUIRE(ctx->compile(parsed).ok());
     DiskCache cache(sm90_options(dir.path).cache);
-    auto hit = cache.load(cache_key(*KernelSpec::parse(kSpec)));
+    auto hit = cache.load(cache_key(parsed));
     REQUIRE(hit);
     cached = *hit;
   }
