@@ -26,18 +26,20 @@ const char* math_mode(Precision p) {
   return "?";
 }
 
-// The constexpr lines every template takes.
+// The constexpr lines every template takes. The Hopper forward derives its
+// math and warp count from the element type and tile: maybe_unused keeps
+// NVRTC's log free of "declared but never referenced" there.
 std::string common_prelude(const KernelSpec& spec) {
   const TileConfig& t = spec.tile;
   return fmt::format(
       "using Element = {};\n"
-      "constexpr flashjit::MathMode kMath = {};\n"
+      "[[maybe_unused]] constexpr flashjit::MathMode kMath = {};\n"
       "constexpr int kHeadDim = {};\n"
       "constexpr bool kIsCausal = {};\n"
       "constexpr bool kIsEven = {};\n"
       "constexpr int kBlockM = {};\n"
       "constexpr int kBlockN = {};\n"
-      "constexpr int kNumWarps = {};\n"
+      "[[maybe_unused]] constexpr int kNumWarps = {};\n"
       "constexpr int kStages = {};\n"
       "constexpr int kSmemBytes = {};\n",
       element_type(spec.dtype), math_mode(spec.precision), spec.head_dim,
