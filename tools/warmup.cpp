@@ -13,8 +13,12 @@
 // pick, and the named mma.sync spec. A spec with its tile is compiled alone.
 //
 // Prints a progress line per spec on stderr, then a table and a summary on
-// stdout. Exit codes: 0 every spec compiled or was cached, 1 a spec failed (its
-// error, with the NVRTC log, is printed), 2 bad usage.
+// stdout. Afterwards every kernel is looked up in the cache again: a warm-up
+// that compiled kernels it could not keep (an unwritable directory, a full
+// disk, FLASHJIT_CACHE_MAX_MB too small for the list) has warmed nothing, and
+// says so. Exit codes: 0 every spec compiled or was cached and is in the cache
+// now, 1 a spec failed (its error, with the NVRTC log, is printed) or is not
+// in the cache, 2 bad usage (FLASHJIT_CACHE_DISABLE=1 among it).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -35,6 +39,8 @@
 #include "compiler/spec.h"
 #include "runtime/cache.h"
 #include "runtime/flashjit.h"
+#include "runtime/jit.h"
+#include "runtime/nvrtc.h"
 #include "tools/spec_flags.h"
 
 namespace {
@@ -54,6 +60,7 @@ struct Outcome {
   Error error;
   flashjit::CompileRecord record;
   double wall_s = 0;
+  bool in_cache = false;  ///< a valid entry found after every compile finished
 };
 
 /// One element of --specs-json: a spec string, or an object of spec fields
@@ -163,6 +170,7 @@ nlohmann::json record_json(const Outcome& o) {
   j["registers"] = r.registers;
   j["spill_bytes"] = r.spill_bytes;
   j["smem_bytes"] = r.smem_bytes;
+  j["in_cache"] = o.in_cache;
   return j;
 }
 
@@ -269,6 +277,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flashjit-warmup: %s\n", ctx.error().message.c_str());
     return kExitError;
   }
+  flashjit::DiskCache& cache = (*ctx)->disk_cache();
+  if (!cache.options().disk_enabled) {
+    std::fprintf(stderr,
+                 "flashjit-warmup: the disk cache is disabled (FLASHJIT_CACHE_DISABLE): a warm-up would keep "
+                 "nothing\n");
+    return kExitUsage;
+  }
 
   const int n_threads = std::min<int>(jobs, static_cast<int>(specs.size()));
   std::fprintf(stderr, "flashjit-warmup: %zu specs, %d jobs, cache %s\n", specs.size(), n_threads,
@@ -303,6 +318,19 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  // Looked up after all compiles: a later store may have evicted an earlier
+  // entry under the size cap. Without NVRTC every success was a disk hit and
+  // nothing was stored (so nothing evicted), and the exact key (which names
+  // the NVRTC version) is unknown: those stay as found.
+  const bool exact_keys = flashjit::nvrtc::available();
+  size_t not_in_cache = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Outcome& o = outcomes[i];
+    if (!o.ok) continue;
+    o.in_cache = !exact_keys || cache.load(flashjit::cache_key(specs[i])).has_value();
+    not_in_cache += !o.in_cache;
+  }
+
   // Table.
   auto cell = [](int v) { return v < 0 ? std::string("-") : std::to_string(v); };
   fmt::print("{:<56} {:<10} {:>9} {:>8} {:>5} {:>6}\n", "spec", "outcome", "compile_s", "nvrtc_s",
@@ -327,8 +355,8 @@ int main(int argc, char** argv) {
   }
   const double cold_median = median(cold);
   const double cold_max = cold.empty() ? 0 : *std::max_element(cold.begin(), cold.end());
-  fmt::print("\n{} specs: {} compiled, {} cached, {} failed\n", outcomes.size(), compiled, hits,
-             failed);
+  fmt::print("\n{} specs: {} compiled, {} cached, {} failed{}\n", outcomes.size(), compiled, hits, failed,
+             not_in_cache ? fmt::format(", {} not in the cache afterwards", not_in_cache) : "");
   if (!cold.empty()) {
     fmt::print("cold compile_s: median {:.2f}, max {:.2f}\n", cold_median, cold_max);
   }
@@ -340,6 +368,24 @@ int main(int argc, char** argv) {
                  flashjit::status_name(o.error.status), o.error.message.c_str());
   }
 
+  if (not_in_cache > 0) {
+    const auto& co = cache.options();
+    std::string missing;
+    for (const Outcome& o : outcomes) {
+      if (o.ok && !o.in_cache) missing += "  " + o.spec + "\n";
+    }
+    std::fprintf(stderr,
+                 "\nflashjit-warmup: error: %zu %s not in the cache %s after the warm-up:\n%s%s\n", not_in_cache,
+                 not_in_cache == 1 ? "kernel is" : "kernels are", co.dir.c_str(), missing.c_str(),
+                 cache.writable()
+                     ? fmt::format("the directory took them, so the size cap (FLASHJIT_CACHE_MAX_MB, now {} MiB) "
+                                   "evicted them: raise it or warm fewer specs",
+                                   co.max_bytes >> 20)
+                           .c_str()
+                     : "the directory could not be written (see the warning above): point FLASHJIT_CACHE_DIR "
+                       "at a writable directory");
+  }
+
   if (!json_out.empty()) {
     nlohmann::json j;
     j["arch"] = flashjit::to_string(*arch);
@@ -347,6 +393,7 @@ int main(int argc, char** argv) {
     j["wall_s"] = wall_s;
     j["summary"] = {{"count", outcomes.size()},   {"compiled", compiled},
                     {"cached", hits},             {"failed", failed},
+                    {"not_in_cache", not_in_cache},
                     {"cold_median_s", cold_median}, {"cold_max_s", cold_max}};
     j["records"] = nlohmann::json::array();
     for (const Outcome& o : outcomes) j["records"].push_back(record_json(o));
@@ -357,5 +404,5 @@ int main(int argc, char** argv) {
       return kExitError;
     }
   }
-  return failed == 0 ? 0 : kExitError;
+  return failed == 0 && not_in_cache == 0 ? 0 : kExitError;
 }

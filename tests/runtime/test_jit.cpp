@@ -1,6 +1,7 @@
 // The JIT pipeline through the public Context: cache outcomes and stage times,
 // key sensitivity, the warm cache without NVRTC, and a GPU-less launch.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -183,6 +184,45 @@ TEST_CASE("flashjit cache cubin writes the cubin this build would load or says h
   INFO(bad_dir_out);
   CHECK(bad_dir == 1);
   CHECK_THAT(bad_dir_out, Catch::Contains("cannot write"));
+}
+
+TEST_CASE("flashjit-warmup fails when the cache cannot keep what it compiled", "[jit][nvrtc]") {
+  REQUIRE(nvrtc::available());
+  TempDir dir;
+  const std::string warmup = std::string(FLASHJIT_BINARY_DIR) + "/flashjit-warmup ";
+  const std::string specs = "fwd_bf16_d32_noncausal_even_sm80 fwd_bf16_d64_noncausal_even_sm80";
+  // A regular file where the directory should be (unwritable even for root).
+  const std::string file = dir.path + "/not-a-dir";
+  std::ofstream(file) << "x";
+  auto [code, out] = run("FLASHJIT_CACHE_PATH= FLASHJIT_CACHE_DIR=" + file + " " + warmup + specs);
+  INFO(out);
+  CHECK(code == 1);
+  CHECK_THAT(out, Catch::Contains("2 compiled, 0 cached, 0 failed, 2 not in the cache afterwards"));
+  CHECK_THAT(out, Catch::Contains("could not be written"));
+  // A cap that holds one entry: the other is evicted by the time the warm-up ends.
+  const std::string capped = dir.path + "/capped";
+  auto [code2, out2] = run("FLASHJIT_CACHE_PATH= FLASHJIT_CACHE_MAX_MB=0 FLASHJIT_CACHE_DIR=" + capped + " " +
+                           warmup + "-j1 " + specs);
+  INFO(out2);
+  CHECK(code2 == 1);
+  CHECK_THAT(out2, Catch::Contains("1 kernel is not in the cache"));
+  CHECK_THAT(out2, Catch::Contains("FLASHJIT_CACHE_MAX_MB"));
+  // Disabled: nothing would be kept, so nothing is compiled.
+  auto [code3, out3] = run("FLASHJIT_CACHE_DISABLE=1 FLASHJIT_CACHE_DIR=" + dir.path + "/off " + warmup + specs);
+  INFO(out3);
+  CHECK(code3 == 2);
+  CHECK_THAT(out3, Catch::Contains("disk cache is disabled"));
+  CHECK_FALSE(fs::exists(dir.path + "/off"));
+  // A writable directory: both kept, exit 0, and the JSON says so.
+  const std::string json = dir.path + "/w.json";
+  auto [code4, out4] =
+      run("FLASHJIT_CACHE_PATH= FLASHJIT_CACHE_DIR=" + dir.path + "/ok " + warmup + specs + " --json " + json);
+  INFO(out4);
+  CHECK(code4 == 0);
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  CHECK(j["summary"]["not_in_cache"] == 0);
+  for (const auto& r : j["records"]) CHECK(r["in_cache"] == true);
 }
 
 TEST_CASE("flashjit-warmup: a spec named without its tile warms every kernel the runtime may launch for it",
