@@ -379,7 +379,7 @@ int main(int argc, char** argv) {
                  not_in_cache == 1 ? "kernel is" : "kernels are", co.dir.c_str(), missing.c_str(),
                  cache.writable()
                      ? fmt::format("the directory took them, so the size cap (FLASHJIT_CACHE_MAX_MB, now {} MiB) "
-                                   "evicted them: raise it or warm fewer specs",
+                                   "evicted them (raise it or warm fewer specs), or another process removed them",
                                    co.max_bytes >> 20)
                            .c_str()
                      : "the directory could not be written (see the warning above): point FLASHJIT_CACHE_DIR "
