@@ -109,12 +109,14 @@ Result<std::vector<char>> Jit::compile_with_nvrtc(const KernelSpec& spec, Compil
   return std::move(out->cubin);
 }
 
-std::optional<std::vector<char>> Jit::find_without_nvrtc(const CacheKey& key) {
-  // Without NVRTC we cannot know which version built an entry, so accept any
-  // entry for this spec whose key matches on every other field.
+namespace {
+
+// Without NVRTC we cannot know which version built an entry, so accept any
+// entry for this spec whose key matches on every other field.
+std::optional<std::vector<char>> find_without_nvrtc(const DiskCache& disk, const CacheKey& key) {
   const std::string wanted = without_nvrtc_line(key.text);
-  std::vector<std::string> dirs = disk_.options().readonly_dirs;
-  if (disk_.options().disk_enabled) dirs.push_back(disk_.options().dir);
+  std::vector<std::string> dirs = disk.options().readonly_dirs;
+  if (disk.options().disk_enabled) dirs.push_back(disk.options().dir);
   const std::string prefix = key.spec + "-";
   for (const std::string& dir : dirs) {
     DIR* d = opendir(dir.c_str());
@@ -134,6 +136,14 @@ std::optional<std::vector<char>> Jit::find_without_nvrtc(const CacheKey& key) {
     closedir(d);
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::vector<char>> find_cached(DiskCache& disk, const KernelSpec& spec) {
+  const CacheKey key = cache_key(spec);
+  if (nvrtc::available()) return disk.load(key);
+  return find_without_nvrtc(disk, key);
 }
 
 Result<std::shared_ptr<const std::vector<char>>> Jit::cubin(const KernelSpec& spec,
@@ -168,7 +178,7 @@ Result<std::shared_ptr<const std::vector<char>>> Jit::cubin(const KernelSpec& sp
   std::vector<char> bytes;
   if (!nvrtc::available()) {
     auto t0 = Clock::now();
-    auto found = find_without_nvrtc(key);
+    auto found = find_without_nvrtc(disk_, key);
     record->disk_s = seconds_since(t0);
     if (!found) {
       auto err = nvrtc::load();  // for its message: where we looked

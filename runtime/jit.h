@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -33,6 +34,11 @@ struct LoadedModule {
 /// accept an entry built by any NVRTC version (a warm cache works without NVRTC).
 CacheKey cache_key(const KernelSpec& spec);
 
+/// The cubin this build would load for `spec` from the disk cache, without
+/// compiling: the entry under cache_key(spec), or, without NVRTC, an entry
+/// whose key matches on every field but the NVRTC version (as Jit::cubin).
+std::optional<std::vector<char>> find_cached(DiskCache& disk, const KernelSpec& spec);
+
 class Jit {
  public:
   Jit(CacheOptions options, std::function<void(const std::string&)> warn,
@@ -48,7 +54,6 @@ class Jit {
 
  private:
   Result<std::vector<char>> compile_with_nvrtc(const KernelSpec& spec, CompileRecord* record);
-  std::optional<std::vector<char>> find_without_nvrtc(const CacheKey& key);
   std::shared_ptr<std::mutex> key_mutex(const std::string& key);
 
   DiskCache disk_;

@@ -271,7 +271,7 @@ int cmd_cache_cubin(const SpecCommand& c, const std::string& out_path) {
   }
   auto cache = open_cache();
   const flashjit::CacheKey key = flashjit::cache_key(*spec);
-  const auto cubin = cache.load(key);
+  const auto cubin = flashjit::find_cached(cache, *spec);
   if (!cubin) {
     std::vector<std::string> others;
     for (const auto& e : cache.list())

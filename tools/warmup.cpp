@@ -40,7 +40,6 @@
 #include "runtime/cache.h"
 #include "runtime/flashjit.h"
 #include "runtime/jit.h"
-#include "runtime/nvrtc.h"
 #include "tools/spec_flags.h"
 
 namespace {
@@ -319,15 +318,12 @@ int main(int argc, char** argv) {
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // Looked up after all compiles: a later store may have evicted an earlier
-  // entry under the size cap. Without NVRTC every success was a disk hit and
-  // nothing was stored (so nothing evicted), and the exact key (which names
-  // the NVRTC version) is unknown: those stay as found.
-  const bool exact_keys = flashjit::nvrtc::available();
+  // entry under the size cap.
   size_t not_in_cache = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     Outcome& o = outcomes[i];
     if (!o.ok) continue;
-    o.in_cache = !exact_keys || cache.load(flashjit::cache_key(specs[i])).has_value();
+    o.in_cache = flashjit::find_cached(cache, specs[i]).has_value();
     not_in_cache += !o.in_cache;
   }
 

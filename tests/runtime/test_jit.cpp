@@ -180,6 +180,14 @@ TEST_CASE("flashjit cache cubin writes the cubin this build would load or says h
   REQUIRE(written.size() > 4);
   CHECK(std::string(written.data(), 4) == "\x7f" "ELF");
 
+  // Without NVRTC (a machine that only reads SASS): the same entry, as a launch there would load it.
+  const std::string no_nvrtc_out = dir.path + "/k2.cubin";
+  auto [no_nvrtc, no_nvrtc_text] = run("FLASHJIT_NVRTC_PATH=/nonexistent/libnvrtc.so " + cli + spec + " -o " + no_nvrtc_out);
+  INFO(no_nvrtc_text);
+  CHECK(no_nvrtc == 0);
+  std::ifstream f2(no_nvrtc_out, std::ios::binary);
+  CHECK(std::vector<char>((std::istreambuf_iterator<char>(f2)), std::istreambuf_iterator<char>()) == cached);
+
   auto [bad_dir, bad_dir_out] = run(cli + spec + " -o " + dir.path + "/no/such/dir/k.cubin");
   INFO(bad_dir_out);
   CHECK(bad_dir == 1);
